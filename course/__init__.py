@@ -1,0 +1,1 @@
+"""Transformers, from the mask to pretraining: the course package."""

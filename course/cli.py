@@ -1,0 +1,116 @@
+"""The ``course`` command: nbgrader's pipeline for this course, one sub-command per job.
+
+course release [ASSIGNMENT]              source/ -> release/ (all assignments by default)
+course autograde ASSIGNMENT [--jobs N]   grade submitted/*/ASSIGNMENT, N students at a time
+course feedback ASSIGNMENT               feedback HTML without hidden tests
+course grades [--csv PATH]               grade table (student x notebook) and CSV
+course demo [ASSIGNMENT...] [--jobs N]   release, demo class, autograde, feedback, grades
+course check NOTEBOOK                    run a notebook's tests and explain each failure
+course submission build RELEASE_NB DESCRIPTION OUT
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from course.paths import CourseError, assignments, find_root
+
+
+def _jobs_default() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``course`` command."""
+    top = argparse.ArgumentParser(prog="course", description=__doc__.split("\n")[0])
+    top.add_argument("--root", type=Path, help="the course folder (default: found from cwd)")
+    sub = top.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("release", help="generate release/ from source/")
+    p.add_argument("assignment", nargs="?", help="one assignment (default: all)")
+
+    p = sub.add_parser("autograde", help="autograde the submissions of an assignment")
+    p.add_argument("assignment")
+    p.add_argument("--jobs", type=int, default=_jobs_default(), help="students graded at once")
+    p.add_argument("--student", action="append", help="grade only this student (repeatable)")
+
+    p = sub.add_parser("feedback", help="write feedback HTML without the hidden tests")
+    p.add_argument("assignment")
+
+    p = sub.add_parser("grades", help="print the grade table and write it to CSV")
+    p.add_argument("--csv", type=Path, help="CSV path (default: ROOT/grades.csv)")
+
+    p = sub.add_parser("demo", help="build and grade the demo class")
+    p.add_argument("assignments", nargs="*", help="assignments (default: all)")
+    p.add_argument("--jobs", type=int, default=_jobs_default(), help="students graded at once")
+
+    p = sub.add_parser("check", help="run a notebook's tests and explain each failure")
+    p.add_argument("notebook", type=Path)
+    p.add_argument("--timeout", type=int, default=300, help="seconds per cell")
+
+    p = sub.add_parser("submission", help="build submissions from descriptions")
+    actions = p.add_subparsers(dest="action", required=True)
+    b = actions.add_parser("build", help="fill a release notebook from a YAML description")
+    b.add_argument("release_notebook", type=Path)
+    b.add_argument("description", type=Path)
+    b.add_argument("out", type=Path)
+    return top
+
+
+def run(args: argparse.Namespace) -> int:
+    """Carry out one parsed command; return its exit code."""
+    from course import demo, pipeline, selfcheck, submission
+
+    if args.command == "check":
+        code, text = selfcheck.check(args.notebook, timeout=args.timeout)
+        print(text)
+        return code
+    if args.command == "submission":
+        out = submission.build(args.release_notebook, args.description, args.out)
+        print(f"wrote {out}")
+        return 0
+
+    root = (args.root.resolve() if args.root else None) or find_root()
+    if args.command == "release":
+        for name in [args.assignment] if args.assignment else assignments(root):
+            print(f"released {pipeline.release(root, name)}")
+    elif args.command == "autograde":
+        results = pipeline.autograde(
+            root, args.assignment, jobs=args.jobs, students=args.student, progress=_print_graded
+        )
+        return 0 if all(g.ok for g in results) else 1
+    elif args.command == "feedback":
+        print(f"feedback written under {pipeline.feedback(root, args.assignment)}")
+    elif args.command == "grades":
+        rows = pipeline.grade_rows(root)
+        print(pipeline.format_grade_table(rows))
+        print(f"written to {pipeline.write_grades_csv(rows, args.csv or root / 'grades.csv')}")
+    elif args.command == "demo":
+        chosen = args.assignments or assignments(root)
+        demo.run(root, chosen, jobs=args.jobs)
+    return 0
+
+
+def _print_graded(graded: object) -> None:
+    status = "graded" if graded.ok else f"FAILED: {graded.message}"
+    print(f"{graded.student}: {status} ({graded.seconds:.1f} s)", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the console script; errors the user can fix are one line on stderr."""
+    args = parser().parse_args(argv)
+    try:
+        return run(args)
+    except CourseError as error:
+        print(f"course: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("course: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,195 @@
+"""Loaders for the small corpora shipped with the course.
+
+Every loader reads the text files under ``course/data/`` with the ``datasets`` library and
+returns a ``datasets.DatasetDict`` with the splits "train", "validation" and "test".
+Nothing is downloaded unless you ask for ``source="hub"``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# Offline by default: the notebooks must run without network access. This has to happen
+# before ``datasets`` is imported, because ``datasets`` reads the variable at import time.
+# Online users can export HF_DATASETS_OFFLINE=0 before importing course.data.
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+import datasets  # noqa: E402
+
+# If ``datasets`` was imported before course.data, it has already read the variable: apply it.
+if os.environ["HF_DATASETS_OFFLINE"].upper() in datasets.config.ENV_VARS_TRUE_VALUES:
+    datasets.config.HF_HUB_OFFLINE = True
+
+# The shipped data files live next to this module. Tests point this elsewhere.
+DATA_DIR: Path = Path(__file__).parent
+
+SHAKESPEARE_FILE = "tinyshakespeare/input.txt"
+POLARITY_POS_FILE = "rt-polarity/rt-polarity.pos"
+POLARITY_NEG_FILE = "rt-polarity/rt-polarity.neg"
+
+POLARITY_HUB_NAME = "cornell-movie-review-data/rotten_tomatoes"
+SPLIT_NAMES = ("train", "validation", "test")
+
+
+def data_file(relative_path: str) -> Path:
+    """Return the path of a shipped data file, or raise a helpful error if it is missing."""
+    path = DATA_DIR / relative_path
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"Course data file not found: {path}. It ships with the repository; restore it "
+            "with `git checkout course/data` (or re-clone the repository)."
+        )
+    return path
+
+
+def _check_fractions(val_fraction: float, test_fraction: float) -> None:
+    """Raise ValueError unless both fractions are positive and leave room for training data."""
+    if not (0 < val_fraction < 1 and 0 < test_fraction < 1):
+        raise ValueError(
+            f"val_fraction and test_fraction must be between 0 and 1, "
+            f"got {val_fraction} and {test_fraction}"
+        )
+    if val_fraction + test_fraction >= 1:
+        raise ValueError(
+            f"val_fraction + test_fraction must be below 1 to leave a training split, "
+            f"got {val_fraction} + {test_fraction}"
+        )
+
+
+def _check_source(source: str) -> None:
+    """Raise ValueError for an unknown source, and a clear error for the hub when offline."""
+    if source not in ("local", "hub"):
+        raise ValueError(f'source must be "local" or "hub", got {source!r}')
+    if source == "hub" and datasets.config.HF_HUB_OFFLINE:
+        raise RuntimeError(
+            'source="hub" needs network access, but course.data runs datasets offline. '
+            "Set HF_DATASETS_OFFLINE=0 in the environment before importing course.data."
+        )
+
+
+def _split_counts(n: int, val_fraction: float, test_fraction: float) -> tuple[int, int, int]:
+    """Number of (train, validation, test) rows for ``n`` rows; each split gets at least one."""
+    n_val = max(1, round(n * val_fraction))
+    n_test = max(1, round(n * test_fraction))
+    n_train = n - n_val - n_test
+    if n_train < 1:
+        raise ValueError(f"{n} rows are too few for a train/validation/test split")
+    return n_train, n_val, n_test
+
+
+# ---------------------------------------------------------------------------------------------
+# Tiny Shakespeare
+# ---------------------------------------------------------------------------------------------
+
+
+def _shakespeare_lines(source: str, hub_name: str) -> datasets.Dataset:
+    """All lines of Tiny Shakespeare in file order, one row per line (empty lines included)."""
+    if source == "local":
+        path = data_file(SHAKESPEARE_FILE)
+        return datasets.load_dataset("text", data_files=str(path), split="train")
+    # On the hub, each split holds one contiguous slice of the file as a single document,
+    # so gluing train + validation + test back together gives the original text.
+    hub = datasets.load_dataset(hub_name)
+    text = "".join(doc for split in SPLIT_NAMES for doc in hub[split]["text"])
+    return datasets.Dataset.from_dict({"text": text.split("\n")})
+
+
+def load_tiny_shakespeare(
+    source: str = "local",
+    hub_name: str = "karpathy/tiny_shakespeare",
+    val_fraction: float = 0.05,
+    test_fraction: float = 0.05,
+) -> datasets.DatasetDict:
+    """Load Tiny Shakespeare as one row per non-empty line, for language modelling.
+
+    The split is contiguous, not shuffled: the first 90% of the lines are "train", the next
+    5% "validation" and the last 5% "test" (with the default fractions). Cuts fall between
+    lines, so no line is shared, and the model is never trained on text that comes after the
+    text it is evaluated on (a shuffled split would leak neighbouring lines into training).
+
+    Args:
+        source: "local" reads the copy shipped in ``course/data/tinyshakespeare/``;
+            "hub" downloads ``hub_name`` from the Hugging Face Hub (needs network access).
+        hub_name: Hub dataset to use when ``source="hub"``.
+        val_fraction: share of the lines for "validation".
+        test_fraction: share of the lines for "test".
+
+    Returns:
+        A DatasetDict with splits "train", "validation", "test" and one column "text" (str).
+    """
+    _check_source(source)
+    _check_fractions(val_fraction, test_fraction)
+    lines = _shakespeare_lines(source, hub_name)
+    lines = lines.filter(lambda text: text.strip() != "", input_columns="text")
+    n_train, n_val, _ = _split_counts(len(lines), val_fraction, test_fraction)
+    return datasets.DatasetDict(
+        train=lines.select(range(n_train)),
+        validation=lines.select(range(n_train, n_train + n_val)),
+        test=lines.select(range(n_train + n_val, len(lines))),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Sentence polarity (Rotten Tomatoes)
+# ---------------------------------------------------------------------------------------------
+
+POLARITY_FEATURES = datasets.Features(
+    {"text": datasets.Value("string"), "label": datasets.ClassLabel(names=["neg", "pos"])}
+)
+
+
+def _strip_text(row: dict) -> dict:
+    """Drop the space that ends most lines of the original files."""
+    return {"text": row["text"].strip()}
+
+
+def _polarity_sentences(source: str) -> datasets.Dataset:
+    """All 10,662 sentences with labels (1 = positive, 0 = negative), not yet shuffled."""
+    if source == "hub":
+        hub = datasets.load_dataset(POLARITY_HUB_NAME)
+        return datasets.concatenate_datasets([hub[split] for split in SPLIT_NAMES])
+    files = {"neg": str(data_file(POLARITY_NEG_FILE)), "pos": str(data_file(POLARITY_POS_FILE))}
+    raw = datasets.load_dataset("text", data_files=files)
+    parts = [
+        raw[name].add_column("label", [label] * len(raw[name]))
+        for name, label in (("neg", 0), ("pos", 1))
+    ]
+    sentences = datasets.concatenate_datasets(parts).cast(POLARITY_FEATURES)
+    return sentences.map(_strip_text)
+
+
+def load_polarity(
+    source: str = "local",
+    seed: int = 0,
+    val_fraction: float = 0.1,
+    test_fraction: float = 0.1,
+) -> datasets.DatasetDict:
+    """Load the sentence polarity data set (Pang & Lee 2005) for sentiment classification.
+
+    The 5,331 positive and 5,331 negative movie-review snippets are shuffled and split with
+    ``seed``: the same seed always gives the same splits, another seed gives other splits.
+    The split keeps the two classes in the same proportion in every split.
+
+    Args:
+        source: "local" reads the copy shipped in ``course/data/rt-polarity/``; "hub"
+            downloads "cornell-movie-review-data/rotten_tomatoes" (the same sentences) and
+            re-splits it the same way (needs network access).
+        seed: random seed for the shuffle.
+        val_fraction: share of the sentences for "validation".
+        test_fraction: share of the sentences for "test".
+
+    Returns:
+        A DatasetDict with splits "train", "validation", "test" and columns "text" (str,
+        lower-cased and already tokenised by the authors) and "label" (int, 1 = positive,
+        0 = negative).
+    """
+    _check_source(source)
+    _check_fractions(val_fraction, test_fraction)
+    sentences = _polarity_sentences(source)
+    _, n_val, n_test = _split_counts(len(sentences), val_fraction, test_fraction)
+    first = sentences.train_test_split(test_size=n_test, seed=seed, stratify_by_column="label")
+    second = first["train"].train_test_split(test_size=n_val, seed=seed, stratify_by_column="label")
+    return datasets.DatasetDict(
+        train=second["train"], validation=second["test"], test=first["test"]
+    )

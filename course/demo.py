@@ -1,0 +1,104 @@
+"""The demo class: a reference student, a blank one, and students with typical mistakes.
+
+``demo/ASSIGNMENT/NAME.yaml`` describes one student (see :mod:`course.submission`); the file
+name is the student id. A described student starts from the reference solutions, so a mistake
+costs only the points of the tests that target it. Two students need no file: ``reference``
+(the solutions of ``source/``)
+and ``blank`` (the release notebooks untouched).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import nbformat
+
+from course.paths import CourseError, require_assignment
+from course.submission import fill, read_description, read_notebook, reference_code
+
+REFERENCE, BLANK = "reference", "blank"
+
+
+def descriptions(root: Path, assignment: str) -> dict[str, dict]:
+    """Every demo student's description for ``assignment``, by student id."""
+    folder = root / "demo" / assignment
+    students: dict[str, dict] = {
+        REFERENCE: {"about": "The instructor's solutions.", "expect": {"full_marks": True}},
+        BLANK: {"about": "The release notebook, untouched.", "expect": {"zero": True}},
+    }
+    for path in sorted(folder.glob("*.yaml")):
+        students[path.stem] = read_description(path)
+    return students
+
+
+def build_class(root: Path, assignment: str) -> list[str]:
+    """Write every demo student's notebooks to ``submitted/STUDENT/ASSIGNMENT/``."""
+    require_assignment(root, assignment)
+    release_dir = root / "release" / assignment
+    notebooks = sorted(release_dir.glob("*.ipynb"))
+    if not notebooks:
+        raise CourseError(
+            f"no release notebooks in {release_dir}: run `course release {assignment}`"
+        )
+    students = descriptions(root, assignment)
+    for student, description in students.items():
+        target = root / "submitted" / student / assignment
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        unused = set(description.get("code", {}))
+        for release_path in notebooks:
+            nb = read_notebook(release_path)
+            if student != BLANK:
+                source = read_notebook(root / "source" / assignment / release_path.name)
+                fill(nb, reference_code(source))
+            code = description.get("code", {})
+            unused -= set(code) - set(fill(nb, code))
+            nbformat.write(nb, str(target / release_path.name))
+        if unused:
+            raise CourseError(
+                f"demo/{assignment}/{student}.yaml names {', '.join(sorted(unused))}, which no "
+                f"solution cell of release/{assignment} defines"
+            )
+    return sorted(students)
+
+
+def run(
+    root: Path,
+    assignments: list[str],
+    jobs: int,
+    say: Callable[[str], None] = print,
+) -> Path:
+    """Release, build the demo class, autograde in parallel, write feedback and the grade table."""
+    from course import pipeline
+
+    for assignment in assignments:
+        say(f"[{assignment}] generating release/ from source/")
+        pipeline.release(root, assignment)
+        students = build_class(root, assignment)
+        say(f"[{assignment}] demo class: {', '.join(students)}")
+        results = pipeline.autograde(
+            root,
+            assignment,
+            jobs=jobs,
+            students=students,
+            progress=lambda g, a=assignment: say(_graded_line(a, g)),
+        )
+        failed = [g for g in results if not g.ok]
+        if failed:
+            raise CourseError(
+                f"[{assignment}] grading failed for {', '.join(g.student for g in failed)}"
+            )
+        pipeline.feedback(root, assignment)
+        say(f"[{assignment}] feedback written to feedback/STUDENT/{assignment}/")
+    rows = pipeline.grade_rows(root)
+    say(pipeline.format_grade_table(rows))
+    path = pipeline.write_grades_csv(rows, root / "grades.csv")
+    say(f"grade table written to {path}")
+    return path
+
+
+def _graded_line(assignment: str, graded: object) -> str:
+    status = "graded" if graded.ok else f"FAILED ({graded.message})"
+    return f"[{assignment}] {graded.student}: {status} in {graded.seconds:.1f} s"

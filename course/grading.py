@@ -1,0 +1,180 @@
+"""Helpers that the test cells of the notebooks call.
+
+Every failed check raises :class:`GradingError`, an ``AssertionError`` whose message teaches:
+what was checked, what was expected, what came, and, when we recognise it, the name of the
+mistake. ``course check`` and the feedback show that message and nothing else.
+
+The torch functions used to compare values are captured when this module is imported (the
+first cell of every notebook imports it, before any student code runs), so a notebook that
+replaces ``torch.allclose`` later does not change what these helpers compute.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import torch
+
+# References captured before student code runs (see the module docstring).
+_allclose = torch.allclose
+_isclose = torch.isclose
+_isnan = torch.isnan
+_as_tensor = torch.as_tensor
+_is_tensor = torch.is_tensor
+
+
+class GradingError(AssertionError):
+    """A failed check. Its message is written for the student."""
+
+
+def fail(message: str) -> None:
+    """Raise a :class:`GradingError` with ``message``."""
+    raise GradingError(message)
+
+
+def check(condition: bool, message: str) -> None:
+    """Fail with ``message`` unless ``condition`` holds."""
+    if not condition:
+        fail(message)
+
+
+def expected_got(what: str, expected: object, got: object, hint: str = "") -> str:
+    """Format the standard message: what is wrong, expected value, actual value, hint."""
+    lines = [what, f"  expected: {expected}", f"  got:      {got}"]
+    if hint:
+        lines.append(f"Hint: {hint}")
+    return "\n".join(lines)
+
+
+def check_tensor(
+    value: object,
+    name: str,
+    shape: Sequence[int] | None = None,
+    dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """Check that ``value`` is a tensor with the given shape and dtype; return it."""
+    check(
+        _is_tensor(value),
+        expected_got(f"{name} should be a torch.Tensor.", "torch.Tensor", type(value).__name__),
+    )
+    assert isinstance(value, torch.Tensor)
+    if shape is not None:
+        check(
+            tuple(value.shape) == tuple(shape),
+            expected_got(f"{name} has the wrong shape.", tuple(shape), tuple(value.shape)),
+        )
+    if dtype is not None:
+        check(
+            value.dtype == dtype,
+            expected_got(f"{name} has the wrong dtype.", dtype, value.dtype),
+        )
+    return value
+
+
+def check_finite(value: torch.Tensor, name: str) -> None:
+    """Fail if ``value`` holds a NaN (infinities are allowed: masks use them)."""
+    check(not bool(_isnan(value).any()), f"{name} contains NaN values.")
+
+
+def same_values(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> bool:
+    """True when two tensors have one shape and equal values, -inf and +inf included."""
+    if tuple(actual.shape) != tuple(expected.shape):
+        return False
+    a = actual.detach().to(torch.float64)
+    e = expected.detach().to(torch.float64)
+    return bool(_allclose(a, e, atol=atol, rtol=rtol, equal_nan=False))
+
+
+def first_difference(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> str:
+    """Describe the first index where two same-shaped tensors differ."""
+    a = actual.detach().to(torch.float64)
+    e = expected.detach().to(torch.float64)
+    bad = ~_isclose(a, e, atol=atol, rtol=rtol)
+    index = tuple(int(i) for i in bad.nonzero()[0])
+    return f"at index {index}: expected {e[index].item():.6g}, got {a[index].item():.6g}"
+
+
+def check_close(
+    actual: object,
+    expected: torch.Tensor,
+    name: str,
+    atol: float = 1e-5,
+    rtol: float = 1e-5,
+    hint: str = "",
+) -> None:
+    """Check that ``actual`` has the shape and values of ``expected`` (to the tolerances)."""
+    tensor = check_tensor(actual, name, shape=tuple(expected.shape))
+    if same_values(tensor, expected, atol, rtol):
+        return
+    fail(
+        expected_got(
+            f"{name} has the wrong values.",
+            "the reference values",
+            _where(tensor, expected, atol, rtol),
+            hint,
+        )
+    )
+
+
+def _where(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> str:
+    return first_difference(actual, expected, atol, rtol)
+
+
+def name_the_mistake(
+    actual: torch.Tensor,
+    mistakes: Mapping[str, torch.Tensor],
+    atol: float = 1e-5,
+    rtol: float = 1e-5,
+) -> str | None:
+    """Return the message of the first known mistake whose output equals ``actual``.
+
+    ``mistakes`` maps a message (naming the misconception) to the output that the mistaken
+    implementation would give on the same input.
+    """
+    for message, wrong in mistakes.items():
+        if same_values(actual, wrong, atol, rtol):
+            return message
+    return None
+
+
+def check_against_reference(
+    actual: object,
+    expected: torch.Tensor,
+    name: str,
+    mistakes: Mapping[str, torch.Tensor] | None = None,
+    atol: float = 1e-5,
+    rtol: float = 1e-5,
+) -> None:
+    """Compare with the reference; when the values are wrong, name the mistake if we know it."""
+    tensor = check_tensor(actual, name, shape=tuple(expected.shape))
+    if same_values(tensor, expected, atol, rtol):
+        return
+    known = name_the_mistake(tensor, mistakes or {}, atol, rtol)
+    if known:
+        fail(f"{name}: {known}")
+    fail(
+        expected_got(
+            f"{name} has the wrong values.",
+            "the reference values",
+            _where(tensor, expected, atol, rtol),
+        )
+    )
+
+
+def check_number(
+    actual: object, expected: float, name: str, rel: float = 1e-9, hint: str = ""
+) -> None:
+    """Check that a Python number equals ``expected`` up to a relative tolerance."""
+    check(
+        isinstance(actual, (int, float)) and not isinstance(actual, bool),
+        expected_got(f"{name} should be a number.", "int or float", type(actual).__name__),
+    )
+    assert isinstance(actual, (int, float))
+    close = math.isclose(float(actual), float(expected), rel_tol=rel, abs_tol=0.0)
+    check(close, expected_got(f"{name} is wrong.", expected, actual, hint))
+
+
+def passed(what: str) -> None:
+    """Print a short confirmation after a test cell's checks all pass."""
+    print(f"OK: {what}")

@@ -1,0 +1,314 @@
+"""The grading pipeline: nbgrader's own steps, plus what instructors ask of it and do not get.
+
+- :func:`release` runs ``nbgrader generate_assignment`` (source/ -> release/, gradebook updated).
+- :func:`autograde` grades N students at once. Each student is graded by a separate
+  ``nbgrader autograde`` process on its own copy of the gradebook; the scores are then copied
+  into the course gradebook one student at a time, so parallel grading gives exactly the scores
+  of a sequential run and never loses one.
+- :func:`feedback` runs ``nbgrader generate_feedback`` with the hidden tests removed from the
+  cells and from the tracebacks (see :mod:`course.feedback`).
+- :func:`grade_rows` reads the gradebook into a table (student x notebook).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.apps import NbGraderAPI
+from nbgrader.coursedir import CourseDirectory
+from traitlets.config import Config
+
+from course.paths import CourseError, load_config, require_assignment, use_this_python
+
+
+def nbgrader_api(root: Path, extra: Config | None = None) -> NbGraderAPI:
+    """nbgrader's Python API for the course at ``root`` (optionally with extra configuration)."""
+    use_this_python()
+    config = load_config(root)
+    if extra is not None:
+        config.merge(extra)
+    Path(config.Exchange.root).mkdir(parents=True, exist_ok=True)
+    coursedir = CourseDirectory(config=config)
+    return NbGraderAPI(coursedir=coursedir, config=config)
+
+
+def db_url(root: Path) -> str:
+    """The gradebook's database URL from the course configuration."""
+    return load_config(root).CourseDirectory.db_url
+
+
+def _check_result(result: dict, what: str) -> None:
+    if not result.get("success"):
+        detail = (result.get("error") or result.get("log") or "").strip().splitlines()
+        last = detail[-1] if detail else "no details"
+        raise CourseError(f"{what} failed: {last}")
+
+
+# ----------------------------------------------------------------------------- release
+def release(root: Path, assignment: str) -> Path:
+    """Generate ``release/ASSIGNMENT`` from ``source/ASSIGNMENT``; record it in the gradebook."""
+    require_assignment(root, assignment)
+    result = nbgrader_api(root).generate_assignment(assignment, force=True, create=True)
+    _check_result(result, f"generating the release of '{assignment}'")
+    return root / "release" / assignment
+
+
+# ----------------------------------------------------------------------------- autograde
+@dataclass
+class Graded:
+    """The outcome of grading one student's submission."""
+
+    student: str
+    ok: bool
+    seconds: float
+    message: str = ""
+
+
+def submitted_students(root: Path, assignment: str) -> list[str]:
+    """Students with a folder ``submitted/STUDENT/ASSIGNMENT``."""
+    submitted = root / "submitted"
+    if not submitted.is_dir():
+        return []
+    return sorted(p.name for p in submitted.iterdir() if (p / assignment).is_dir())
+
+
+def _sqlite_path(url: str) -> Path:
+    prefix = "sqlite:///"
+    if not url.startswith(prefix):
+        raise CourseError(
+            f"parallel grading needs an sqlite gradebook; this course uses {url}. Use --jobs 1."
+        )
+    return Path(url[len(prefix) :])
+
+
+def _require_in_gradebook(url: str, assignment: str) -> None:
+    with Gradebook(url) as gb:
+        try:
+            gb.find_assignment(assignment)
+        except MissingEntry:
+            raise CourseError(
+                f"assignment '{assignment}' is not in the gradebook: run `course release "
+                f"{assignment}` first."
+            ) from None
+
+
+def _worker_env(jobs: int) -> dict[str, str]:
+    threads = str(max(1, (os.cpu_count() or 1) // jobs))
+    return {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+
+
+def _grade_in_own_gradebook(
+    root: Path, assignment: str, student: str, scratch: Path, main_db: Path, env: dict[str, str]
+) -> tuple[Graded, str]:
+    """Run ``nbgrader autograde`` for one student on a private copy of the gradebook."""
+    own_db = scratch / f"{student}.db"
+    shutil.copyfile(main_db, own_db)
+    url = f"sqlite:///{own_db}"
+    command = [sys.executable, "-m", "nbgrader", "autograde", assignment]
+    command += ["--student", student, "--db", url, "--force"]
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    log = done.stdout + done.stderr
+    if done.returncode != 0:
+        reason = _first_error(log)
+        return Graded(student, False, seconds, reason), url
+    return Graded(student, True, seconds), url
+
+
+def _first_error(log: str) -> str:
+    lines = [line.strip() for line in log.splitlines() if "ERROR" in line or "Error" in line]
+    return lines[0] if lines else "nbgrader autograde failed (no message)"
+
+
+def copy_submission(source_url: str, target_url: str, assignment: str, student: str) -> None:
+    """Copy one graded submission (scores, comments, flags) from one gradebook to another."""
+    with warnings.catch_warnings():
+        # nbgrader's update_or_create_submission triggers harmless SQLAlchemy autoflush warnings.
+        warnings.simplefilter("ignore")
+        _copy_submission(source_url, target_url, assignment, student)
+
+
+def _copy_submission(source_url: str, target_url: str, assignment: str, student: str) -> None:
+    with Gradebook(source_url) as src, Gradebook(target_url) as dst:
+        try:
+            submission = src.find_submission(assignment, student)
+        except MissingEntry:
+            return
+        person = src.find_student(student)
+        dst.update_or_create_student(
+            student,
+            first_name=person.first_name,
+            last_name=person.last_name,
+            email=person.email,
+            lms_user_id=person.lms_user_id,
+        )
+        dst.update_or_create_submission(
+            assignment, student, timestamp=submission.timestamp, extension=submission.extension
+        )
+        for notebook in submission.notebooks:
+            target = dst.find_submission_notebook(notebook.name, assignment, student)
+            target.flagged = notebook.flagged
+            target.late_submission_penalty = notebook.late_submission_penalty
+            for grade in notebook.grades:
+                row = dst.find_grade(grade.name, notebook.name, assignment, student)
+                row.auto_score = grade.auto_score
+                row.manual_score = grade.manual_score
+                row.extra_credit = grade.extra_credit
+                row.needs_manual_grade = grade.needs_manual_grade
+            for comment in notebook.comments:
+                row = dst.find_comment(comment.name, notebook.name, assignment, student)
+                row.auto_comment = comment.auto_comment
+                row.manual_comment = comment.manual_comment
+        dst.db.commit()
+
+
+def autograde(
+    root: Path,
+    assignment: str,
+    jobs: int = 1,
+    students: Iterable[str] | None = None,
+    progress: Callable[[Graded], None] | None = None,
+) -> list[Graded]:
+    """Autograde every submission of ``assignment`` (or the given students), ``jobs`` at a time.
+
+    Each student runs in its own ``nbgrader autograde`` process against a private copy of the
+    gradebook; its scores are copied into the course gradebook as soon as it finishes, one
+    student at a time (sqlite allows one writer). Returns one :class:`Graded` per student.
+    """
+    require_assignment(root, assignment)
+    url = db_url(root)
+    main_db = _sqlite_path(url)
+    if not main_db.exists():
+        raise CourseError(f"no gradebook at {main_db}: run `course release {assignment}` first.")
+    _require_in_gradebook(url, assignment)
+    chosen = sorted(students) if students is not None else submitted_students(root, assignment)
+    if not chosen:
+        raise CourseError(
+            f"no submissions of '{assignment}' in {root / 'submitted'}: expected folders "
+            f"submitted/STUDENT/{assignment}/ (nbgrader collect puts them there)."
+        )
+    use_this_python()
+    env = _worker_env(jobs)
+    results = []
+    with (
+        tempfile.TemporaryDirectory(prefix="course-grade-") as scratch,
+        ThreadPoolExecutor(max_workers=max(1, jobs)) as pool,
+    ):
+        futures = [
+            pool.submit(_grade_in_own_gradebook, root, assignment, s, Path(scratch), main_db, env)
+            for s in chosen
+        ]
+        for future in as_completed(futures):
+            graded, own_url = future.result()
+            copy_submission(own_url, url, assignment, graded.student)
+            results.append(graded)
+            if progress:
+                progress(graded)
+    return sorted(results, key=lambda g: g.student)
+
+
+# ----------------------------------------------------------------------------- feedback
+def feedback(root: Path, assignment: str) -> Path:
+    """Write ``feedback/STUDENT/ASSIGNMENT/*.html`` without hidden tests (cells or tracebacks)."""
+    from course.feedback import feedback_config
+
+    require_assignment(root, assignment)
+    api = nbgrader_api(root, feedback_config())
+    result = api.generate_feedback(assignment, force=True)
+    _check_result(result, f"generating feedback for '{assignment}'")
+    return root / "feedback"
+
+
+# ----------------------------------------------------------------------------- grades
+@dataclass
+class GradeRow:
+    """One student's score on one notebook of one assignment."""
+
+    student: str
+    assignment: str
+    notebook: str
+    score: float
+    max_score: float
+    auto_score: float
+    needs_manual_grade: bool
+
+
+def grade_rows(root: Path) -> list[GradeRow]:
+    """Every graded (student, assignment, notebook) in the gradebook."""
+    url = db_url(root)
+    if url.startswith("sqlite:///") and not _sqlite_path(url).exists():
+        raise CourseError(f"no gradebook at {_sqlite_path(url)}: autograde something first.")
+    rows = []
+    with Gradebook(url) as gb:
+        for assignment in gb.assignments:
+            for notebook in assignment.notebooks:
+                for sub in gb.notebook_submission_dicts(notebook.name, assignment.name):
+                    rows.append(
+                        GradeRow(
+                            student=sub["student"],
+                            assignment=assignment.name,
+                            notebook=notebook.name,
+                            score=float(sub["score"]),
+                            max_score=float(sub["max_score"]),
+                            auto_score=float(sub["code_score"]),
+                            needs_manual_grade=bool(sub["needs_manual_grade"]),
+                        )
+                    )
+    return sorted(rows, key=lambda r: (r.student, r.assignment, r.notebook))
+
+
+def write_grades_csv(rows: list[GradeRow], path: Path) -> Path:
+    """Write the grade rows to a CSV file (one line per student and notebook)."""
+    fields = ["student", "assignment", "notebook", "score", "max_score", "auto_score"]
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow([*fields, "needs_manual_grade"])
+        for r in rows:
+            writer.writerow([getattr(r, f) for f in fields] + [int(r.needs_manual_grade)])
+    return path
+
+
+def format_grade_table(rows: list[GradeRow]) -> str:
+    """A text table: one line per student, one column per notebook, 'points/max'.
+
+    A star marks a notebook whose written answers are still to be graded by hand.
+    """
+    if not rows:
+        return "(no graded submissions)"
+    columns = sorted({(r.assignment, r.notebook) for r in rows})
+    students = sorted({r.student for r in rows})
+    cells = {(r.student, r.assignment, r.notebook): r for r in rows}
+    header = ["student", *[f"{a}/{n}" for a, n in columns]]
+    lines = [header]
+    for student in students:
+        line = [student]
+        for a, n in columns:
+            r = cells.get((student, a, n))
+            line.append("-" if r is None else _points(r))
+        lines.append(line)
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    text = [
+        "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)) for line in lines
+    ]
+    text.insert(1, "  ".join("-" * w for w in widths))
+    if any(r.needs_manual_grade for r in rows):
+        text.append("* written answers not graded yet (formgrader); the score counts them as 0")
+    return "\n".join(text)
+
+
+def _points(row: GradeRow) -> str:
+    star = "*" if row.needs_manual_grade else ""
+    return f"{row.score:g}/{row.max_score:g}{star}"

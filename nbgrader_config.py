@@ -9,7 +9,9 @@ c = get_config()  # noqa: F821 (provided by traitlets when nbgrader loads this f
 c.CourseDirectory.course_id = "transformers"
 c.CourseDirectory.root = HERE
 # The gradebook: sqlite next to this file unless COURSE_DB names another database URL.
-c.CourseDirectory.db_url = os.environ.get("COURSE_DB", "sqlite:///" + os.path.join(HERE, "gradebook.db"))
+c.CourseDirectory.db_url = os.environ.get(
+    "COURSE_DB", "sqlite:///" + os.path.join(HERE, "gradebook.db")
+)
 
 # Seconds a cell may run while grading; a longer cell fails (and the others go on).
 c.ExecutePreprocessor.timeout = int(os.environ.get("COURSE_CELL_TIMEOUT", "120"))

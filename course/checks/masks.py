@@ -52,7 +52,7 @@ def diagnose_causal_mask(mask: object, sz: int) -> torch.Tensor:
             f"{name} blocks the diagonal: a token must be allowed to attend to itself "
             "(otherwise the first row is all -inf and its softmax is NaN)."
         )
-    if bool((allowed == 1).all()) and sz > 1:
+    if bool((allowed == 1).all()) and sz > 0:
         fail(
             f"{name} has 1 (not 0) where attention is allowed. The mask is ADDED to the "
             "scores: 0 leaves an allowed score unchanged, 1 would shift it."

@@ -1,0 +1,42 @@
+"""Shared fixtures: a scratch copy of the course, with the demo class graded once per session."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from course import demo
+from course.paths import assignments, use_this_python
+
+REPO = Path(__file__).resolve().parents[1]
+# All assignments; COURSE_ASSIGNMENTS=a_masks,b_attention narrows a local run while authoring.
+ASSIGNMENTS = [
+    a for a in assignments(REPO) if a in os.environ.get("COURSE_ASSIGNMENTS", a).split(",")
+]
+
+
+def make_course_copy(target: Path, with_release: bool = False) -> Path:
+    """Copy what a course needs (config, source/, demo/) into ``target``; return it."""
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "nbgrader_config.py", target)
+    folders = ["source", "demo"] + (["release"] if with_release else [])
+    for folder in folders:
+        if (REPO / folder).is_dir():
+            shutil.copytree(REPO / folder, target / folder)
+    return target
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _this_python() -> None:
+    use_this_python()
+
+
+@pytest.fixture(scope="session")
+def graded_class(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo class of every assignment, released, graded (2 jobs) and with feedback."""
+    root = make_course_copy(tmp_path_factory.mktemp("graded") / "course")
+    demo.run(root, ASSIGNMENTS, jobs=2, say=lambda line: None)
+    return root

@@ -1,0 +1,84 @@
+"""The demo class, graded once: every student gets what their description says.
+
+- the reference student gets every autograded point, the blank one none;
+- each student with a typical mistake loses the points of exactly the tests that target it,
+  with a message that names the mistake;
+- students with other correct implementations get every autograded point.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from course import demo, pipeline
+from course.selfcheck import error_message
+from tests.conftest import ASSIGNMENTS, REPO
+
+STUDENTS = [(a, s) for a in ASSIGNMENTS for s in demo.descriptions(REPO, a)]
+
+
+def test_every_assignment_has_a_demo_class() -> None:
+    for assignment in ASSIGNMENTS:
+        students = demo.descriptions(REPO, assignment)
+        mistakes = [s for s, d in students.items() if d.get("expect", {}).get("fail")]
+        correct = [s for s, d in students.items() if d.get("expect", {}).get("full_marks")]
+        assert len(mistakes) >= 3, f"{assignment}: too few students with typical mistakes"
+        assert len(correct) >= 3, f"{assignment}: need the reference and 2 other correct styles"
+
+
+def autograded_cells(root: Path, assignment: str, student: str) -> dict[str, dict]:
+    """grade_id -> {score, max, message} for every autograded test cell of a student."""
+    cells = {}
+    folder = root / "autograded" / student / assignment
+    with Gradebook(pipeline.db_url(root)) as gb:
+        for path in sorted(folder.glob("*.ipynb")):
+            nb = nbformat.read(str(path), as_version=4)
+            for cell in nb.cells:
+                meta = cell.metadata.get("nbgrader", {})
+                if not meta.get("grade") or cell.cell_type != "code":
+                    continue
+                grade = gb.find_grade(meta["grade_id"], path.stem, assignment, student)
+                cells[meta["grade_id"]] = {
+                    "score": grade.score,
+                    "max": grade.max_score,
+                    "message": error_message(cell) if grade.score < grade.max_score else "",
+                }
+    assert cells, f"no autograded notebooks for {student} in {folder}"
+    return cells
+
+
+@pytest.mark.parametrize(("assignment", "student"), STUDENTS, ids=[f"{a}-{s}" for a, s in STUDENTS])
+def test_student_is_graded_as_described(graded_class: Path, assignment: str, student: str) -> None:
+    expect = demo.descriptions(REPO, assignment)[student].get("expect", {})
+    cells = autograded_cells(graded_class, assignment, student)
+    lost = {gid for gid, c in cells.items() if c["score"] < c["max"]}
+    report = "\n".join(
+        f"{g}: {c['score']}/{c['max']} {c['message'][:300]}" for g, c in cells.items()
+    )
+    if expect.get("full_marks"):
+        assert not lost, f"{student} should get full marks:\n{report}"
+    elif expect.get("zero"):
+        assert all(c["score"] == 0 for c in cells.values()), f"{student} should get 0:\n{report}"
+    else:
+        targeted = set(expect["fail"])
+        assert lost == targeted, f"{student}: expected to lose exactly {targeted}:\n{report}"
+        word = expect["message"].lower()
+        for gid in targeted:
+            message = cells[gid]["message"].lower()
+            assert word in message, f"{student}/{gid}: message should name '{word}': {message}"
+
+
+def test_blank_release_fails_only_because_of_the_stubs(graded_class: Path) -> None:
+    for assignment in ASSIGNMENTS:
+        for path in (graded_class / "autograded" / demo.BLANK / assignment).glob("*.ipynb"):
+            nb = nbformat.read(str(path), as_version=4)
+            for cell in nb.cells:
+                for output in cell.get("outputs", []):
+                    if output.get("output_type") == "error":
+                        assert output["ename"] == "NotImplementedError", (
+                            f"{path.name}: a cell fails with {output['ename']}: {output['evalue']}"
+                        )

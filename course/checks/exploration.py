@@ -1,0 +1,334 @@
+"""Checks for assignment F (attention exploration): they test what a construction does.
+
+Every check calls the student's function on the keys (or vectors) it is given, runs attention
+with the result and compares the read-out ``c`` with its target, with tolerances. None of them
+builds a query or a matrix itself: they accept any construction that does the job, and when it
+does not, they look for the usual reasons (a scale too small, a construction tied to the
+standard basis, the same query for both heads, ...) and name them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import torch
+
+from course.exploration import attend, attention_weights, sample_keys, spread_experiment
+from course.grading import check, check_tensor, expected_got, fail
+
+ALPHA = 1e-8  # the noise of the noisy-key exercises
+SAMPLES = 500  # draws of the keys per check
+TOL = 0.01  # |c - target| allowed for noiseless keys (values are unit vectors)
+
+
+def _query(value: object, name: str, d: int) -> torch.Tensor:
+    q = check_tensor(value, name, shape=(d,))
+    check(q.is_floating_point(), expected_got(f"{name} must be a float tensor.", "float", q.dtype))
+    check(bool(torch.isfinite(q).all()), f"{name} contains NaN or infinite values.")
+    return q.detach().to(torch.float64)
+
+
+def _one_hot_like(q: torch.Tensor) -> bool:
+    """True when q has a single non-zero coordinate (a scaled standard basis vector)."""
+    return int((q.abs() > 1e-9 * q.abs().max().clamp_min(1e-30)).sum()) <= 2
+
+
+def _weights_text(weights: torch.Tensor, wanted: list[int]) -> str:
+    shown = ", ".join(f"alpha_{i} = {weights[i].item():.3f}" for i in wanted)
+    others = 1.0 - sum(weights[i].item() for i in wanted)
+    return f"{shown}, all other keys together {others:.3f}"
+
+
+def _works_on_standard_basis(build: Callable[[torch.Tensor], torch.Tensor], target_ok) -> bool:
+    try:
+        return bool(target_ok(build))
+    except Exception:  # the student's function may fail on other inputs: not our diagnosis
+        return False
+
+
+def check_read_out(
+    function: Callable,
+    name: str,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    wanted: list[int],
+) -> None:
+    """Check ``function(keys, *wanted)`` (a query) makes attention read the mean of ``v_wanted``.
+
+    ``wanted`` is ``[j]`` for copying and ``[a, b]`` for an average of two; ``keys`` are
+    orthonormal rows ``(n, d)``, ``values`` ``(n, dv)`` unit rows.
+    """
+    n, d = keys.shape
+    call = f"{name}(keys, {', '.join(map(str, wanted))})"
+    q = _query(function(keys.clone(), *wanted), call, d)
+    target = values.to(torch.float64)[wanted].mean(0)
+    c = attend(q, keys, values)
+    error = (c - target).norm().item()
+    if error <= TOL:
+        return
+    weights = attention_weights(q, keys)
+    goal = "alpha_j close to 1" if len(wanted) == 1 else "alpha_a and alpha_b both close to 1/2"
+    what = (
+        f"{call} gives |c - target| = {error:.3f} (allowed {TOL}) with {n} random orthonormal "
+        f"keys in dimension {d}. Weights: {_weights_text(weights, wanted)}; the goal is {goal}."
+    )
+    top = sorted(wanted, key=lambda i: -weights[i].item())
+    top_others = weights.clone()
+    top_others[wanted] = -1.0
+    leading = all(weights[i] > top_others.max() for i in wanted)
+    if _one_hot_like(q) or _tied_to_standard_basis(function, wanted, n, d):
+        fail(
+            what + " Your query works only for the standard basis: it is built from one-hot "
+            "vectors (torch.eye, e_j) instead of from the keys you are given. The tests use "
+            "random orthonormal keys; build q from keys[j] (the rows of `keys`)."
+        )
+    if len(wanted) == 2 and leading is False and weights[top[0]] > 0.9:
+        fail(what + " Only one of the two keys gets the weight: the two scores must be equal.")
+    if len(wanted) == 2 and abs(weights[wanted[0]] - weights[wanted[1]]) > 0.02 and leading:
+        fail(
+            what + " The two wanted keys get different weights: give k_a and k_b the same "
+            "score k^T q, so that the softmax splits the weight evenly."
+        )
+    if leading:
+        fail(
+            what + " The right keys lead, but the scale is too small: the softmax of scores "
+            "that differ by a few units is far from one-hot. Multiply the query by a large "
+            "scale s (the others' weights shrink like e^-s)."
+        )
+    fail(what + " The attention does not pick the wanted keys: check which keys q points at.")
+
+
+def _tied_to_standard_basis(function: Callable, wanted: list[int], n: int, d: int) -> bool:
+    """True when ``function`` succeeds with the standard basis as keys (and failed elsewhere)."""
+    keys = torch.eye(d)[:n]
+    values = torch.eye(d)[torch.arange(n).flip(0)]
+
+    def ok(_: object) -> bool:
+        q = function(keys.clone(), *wanted).detach().to(torch.float64)
+        target = values.to(torch.float64)[wanted].mean(0)
+        return (attend(q, keys, values) - target).norm().item() <= TOL
+
+    return _works_on_standard_basis(lambda k: k, ok)
+
+
+def _quantile(x: torch.Tensor, p: float) -> float:
+    return torch.quantile(x, p).item()
+
+
+def check_noisy_average(
+    function: Callable,
+    means: torch.Tensor,
+    values: torch.Tensor,
+    a: int,
+    b: int,
+    alpha: float = ALPHA,
+    samples: int = SAMPLES,
+    seed: int = 0,
+) -> None:
+    """Check ``function(means, a, b)`` over noisy keys ``k_i ~ N(mu_i, alpha I)``.
+
+    Over ``samples`` draws the read-out must stay near ``(v_a + v_b)/2``: median distance
+    at most 0.03 and 90 % of the draws within 0.08.
+    """
+    n, d = means.shape
+    call = f"query_for_average_noisy(means, {a}, {b})"
+    q = _query(function(means.clone(), a, b), call, d)
+    generator = torch.Generator().manual_seed(seed)
+    keys = sample_keys(means, alpha, samples, generator=generator)
+    values64 = values.to(torch.float64)
+    target = (values64[a] + values64[b]) / 2
+    distance = (attend(q.expand(samples, -1), keys, values64) - target).norm(dim=-1)
+    median, high = _quantile(distance, 0.5), _quantile(distance, 0.9)
+    if median <= 0.03 and high <= 0.08:
+        return
+    what = (
+        f"Over {samples} draws of the keys (alpha = {alpha:g}, n = {n}, d = {d}), "
+        f"|c - (v_a + v_b)/2| has median {median:.3f} (allowed 0.03) and 90th percentile "
+        f"{high:.3f} (allowed 0.08)."
+    )
+    weights = attention_weights(q, means)
+    others = 1.0 - weights[a].item() - weights[b].item()
+    noise = q.norm().item() * alpha**0.5  # typical change of a score from the noise
+    if others <= 0.01 and noise > 0.05:
+        fail(
+            what + " With the noise removed (keys = means) the weights sit on k_a and k_b, "
+            f"but your scale is too large: the noise moves each score by about "
+            f"|q| sqrt(alpha) = {noise:.3g}, and when that is not small the softmax flips "
+            "between k_a and k_b. Keep s large compared with log(n) but small compared with "
+            "1/sqrt(alpha) (here s between 20 and 200 is safe)."
+        )
+    if weights[a] > 0.3 and weights[b] > 0.3:
+        fail(
+            what + " Even with keys = means the weights are "
+            f"{_weights_text(weights, [a, b])}: the scale is too small."
+        )
+    fail(what + f" With keys = means the weights are {_weights_text(weights, [a, b])}.")
+
+
+def check_two_heads(
+    function: Callable,
+    means: torch.Tensor,
+    values: torch.Tensor,
+    a: int,
+    b: int,
+    alpha: float = ALPHA,
+    samples: int = SAMPLES,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Check ``function(means, a, b) -> (q1, q2)`` with key ``a`` stretched.
+
+    Key ``a`` has covariance ``alpha I + 1/2 mu_a mu_a^T``. The two heads' outputs, averaged,
+    must stay near ``(v_a + v_b)/2``: the projection of ``c - (v_a + v_b)/2`` on
+    ``(v_a - v_b)/|v_a - v_b|`` has a median within 0.05 of 0 and an interquartile range (the
+    spread) at most 0.1, and at least 75 % of the draws lie within 0.1 of the average (the
+    stretched key points backwards in about 8 % of the draws: no query can help then).
+    Returns (median, spread).
+    """
+    n, d = means.shape
+    call = f"two_head_queries(means, {a}, {b})"
+    out = function(means.clone(), a, b)
+    check(
+        isinstance(out, (tuple, list)) and len(out) == 2,
+        expected_got(f"{call} must return two queries (q1, q2).", "a tuple of 2 tensors", out),
+    )
+    q1, q2 = (_query(q, f"{call}[{i}]", d) for i, q in enumerate(out))
+    projection = spread_experiment([q1, q2], means, values, a, b, alpha, samples, seed)
+    generator = torch.Generator().manual_seed(seed)
+    keys = sample_keys(means, alpha, samples, stretched=a, generator=generator)
+    values64 = values.to(torch.float64)
+    c = (
+        attend(q1.expand(samples, -1), keys, values64)
+        + attend(q2.expand(samples, -1), keys, values64)
+    ) / 2
+    near = ((c - (values64[a] + values64[b]) / 2).norm(dim=-1) <= 0.1).double().mean().item()
+    median = _quantile(projection, 0.5)
+    spread = _quantile(projection, 0.75) - _quantile(projection, 0.25)
+    if abs(median) <= 0.05 and spread <= 0.1 and near >= 0.75:
+        return median, spread
+    what = (
+        f"Over {samples} draws of the keys (key {a} stretched, alpha = {alpha:g}, n = {n}, "
+        f"d = {d}), the two-head output c along (v_a - v_b) has median {median:+.3f} (allowed "
+        f"+-0.05) and spread (interquartile range) {spread:.3f} (allowed 0.1); {near:.0%} of "
+        "the draws are within 0.1 of (v_a + v_b)/2 (75 % needed)."
+    )
+    if torch.allclose(q1, q2, rtol=1e-3, atol=1e-9 * float(q1.abs().max())):
+        fail(
+            what + " Both heads use the same query, so the average of the two heads is just "
+            "one head again: the stretched key still wins or loses against k_b from draw to "
+            "draw. Give each head its own key to look at."
+        )
+    if spread > 0.1:
+        fail(
+            what + " The output swings between v_a and v_b: a head whose query scores both "
+            "k_a and k_b compares their lengths, which change from draw to draw."
+        )
+    w1, w2 = attention_weights(q1, means), attention_weights(q2, means)
+    if max(w1[a], w2[a]) < 0.9 or max(w1[b], w2[b]) < 0.9:
+        if max(w1.max(), w2.max()) < 0.9:
+            fail(what + " No head picks one key sharply: the scale is too small.")
+        fail(what + " Between them the heads must pick k_a (one head) and k_b (the other).")
+    fail(what)
+
+
+def check_kqv(function: Callable, us: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Check ``function(u_a, u_b, u_c, u_d) -> (K, Q, V)`` on orthogonal rows ``us`` (4, d).
+
+    With x1 = u_d + u_b, x2 = u_a, x3 = u_c + u_b, k_i = K x_i, q_i = Q x_i, v_i = V x_i and
+    c_i = sum_j softmax_j(k_j^T q_i) v_j, the check wants |c2 - u_b| and |c1 - (u_b - u_c)|
+    at most 0.02 beta (beta = |u|). Returns (c1, c2).
+    """
+    d = us.shape[1]
+    beta = us[0].norm().item()
+    out = function(*us.clone())
+    check(
+        isinstance(out, (tuple, list)) and len(out) == 3,
+        expected_got("kqv_matrices must return (K, Q, V).", "a tuple of 3 tensors", out),
+    )
+    mats = [check_tensor(m, name, shape=(d, d)) for m, name in zip(out, "KQV", strict=True)]
+    for m, name in zip(mats, "KQV", strict=True):
+        check(bool(torch.isfinite(m).all()), f"{name} contains NaN or infinite values.")
+    c1, c2, error1, error2 = _kqv_errors(mats, us)
+    if error1 <= 0.02 and error2 <= 0.02:
+        return c1, c2
+    what = (
+        f"With beta = {beta:.3g} and d = {d}: |c2 - u_b| / beta = {error2:.3f} and "
+        f"|c1 - (u_b - u_c)| / beta = {error1:.3f} (each must be at most 0.02)."
+    )
+    transposed = _kqv_errors([m.T for m in mats], us)
+    if transposed[2] <= 0.02 and transposed[3] <= 0.02:
+        fail(
+            what + " Your matrices work when transposed: here keys are k_i = K x_i (a matrix "
+            "times a column vector), not x_i^T K."
+        )
+    scale = beta
+    eye_us = scale * torch.eye(d)[:4]
+    try:
+        on_eye = _kqv_errors([m for m in function(*eye_us.clone())], eye_us)
+        if on_eye[2] <= 0.02 and on_eye[3] <= 0.02:
+            fail(
+                what + " Your construction works only for the standard basis (u_a = beta e_1, "
+                "...): build K, Q and V from the vectors u_a, u_b, u_c, u_d you are given "
+                "(outer products such as u_b u_b^T / beta^2)."
+            )
+    except (RuntimeError, TypeError, ValueError, IndexError):
+        pass
+    if error2 <= 0.02:
+        fail(
+            what + " c2 is right but c1 is not: x1 must attend to x3 (whose value should be "
+            "u_b - u_c) while x2 attends to x1 (whose value should be u_b)."
+        )
+    fail(
+        what + " Check the values first (V x1 = u_b, V x3 = u_b - u_c), then the scores: "
+        "q2 must score k1 far above k2 and k3 (a gap of many units, not about 1)."
+    )
+
+
+def _kqv_errors(
+    mats: list[torch.Tensor], us: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, float, float]:
+    k, q, v = (m.detach().to(torch.float64) for m in mats)
+    u_a, u_b, u_c, u_d = us.to(torch.float64)
+    x = torch.stack([u_d + u_b, u_a, u_c + u_b])  # (3, d), rows x1, x2, x3
+    keys, queries, vals = x @ k.T, x @ q.T, x @ v.T
+    c = torch.softmax(queries @ keys.T, dim=-1) @ vals
+    beta = u_a.norm()
+    error1 = ((c[0] - (u_b - u_c)).norm() / beta).item()
+    error2 = ((c[1] - u_b).norm() / beta).item()
+    return c[0], c[1], error1, error2
+
+
+BLOCKS = ("encoder_self", "decoder_encoder", "decoder_self")
+
+
+def check_counts(
+    counts: object,
+    expected: Mapping[str, int],
+    call: str,
+    mistakes: Mapping[str, Mapping[int, str]] | None = None,
+) -> None:
+    """Check a dict of operation counts against ``expected``; name a known wrong count.
+
+    ``mistakes`` maps a block to {wrong count: message naming the mistake}.
+    """
+    check(
+        isinstance(counts, Mapping),
+        expected_got(f"{call} must return a dict.", "dict", type(counts).__name__),
+    )
+    assert isinstance(counts, Mapping)
+    check(
+        set(counts) == set(BLOCKS),
+        expected_got(f"{call} has the wrong keys.", sorted(BLOCKS), sorted(map(str, counts))),
+    )
+    for block in BLOCKS:
+        value = counts[block]
+        if isinstance(value, torch.Tensor) and value.numel() == 1:
+            value = value.item()
+        check(
+            isinstance(value, (int, float)) and not isinstance(value, bool),
+            expected_got(f"{call}['{block}'] must be a number.", "int", type(value).__name__),
+        )
+        if value == expected[block]:
+            continue
+        known = (mistakes or {}).get(block, {})
+        hint = known.get(int(value), "") if float(value).is_integer() else ""
+        fail(expected_got(f"{call}['{block}'] is wrong.", expected[block], value, hint))

@@ -87,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.command == "grades":
         rows = pipeline.grade_rows(root)
         print(pipeline.format_grade_table(rows))
+        _print_problems(root)
         print(f"written to {pipeline.write_grades_csv(rows, args.csv or root / 'grades.csv')}")
     elif args.command == "demo":
         chosen = args.assignments or assignments(root)
@@ -95,8 +96,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_graded(graded: object) -> None:
-    status = "graded" if graded.ok else f"FAILED: {graded.message}"
+    status = "graded" if graded.ok else f"NOT GRADED: {graded.message}"
     print(f"{graded.student}: {status} ({graded.seconds:.1f} s)", flush=True)
+    for event in graded.events:
+        if event.status != "graded":
+            print(f"  {event.notebook}: {event.status.upper()}: {event.detail}", flush=True)
+
+
+def _print_problems(root: Path) -> None:
+    from course import report
+
+    lines = report.problems(root)
+    if lines:
+        print(f"\nNeeds attention ({report.FILE}):")
+        for row in lines:
+            print("  " + report.format_line(row))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -100,5 +100,7 @@ def run(
 
 
 def _graded_line(assignment: str, graded: object) -> str:
-    status = "graded" if graded.ok else f"FAILED ({graded.message})"
-    return f"[{assignment}] {graded.student}: {status} in {graded.seconds:.1f} s"
+    status = "graded" if graded.ok else f"NOT GRADED ({graded.message})"
+    flags = [e for e in graded.events if e.status != "graded"]
+    extra = "".join(f"\n    {e.notebook}: {e.status.upper()}: {e.detail}" for e in flags)
+    return f"[{assignment}] {graded.student}: {status} in {graded.seconds:.1f} s{extra}"

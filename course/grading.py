@@ -16,7 +16,10 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from course import integrity
+
 # References captured before student code runs (see the module docstring).
+_SNAPSHOT = integrity.capture()
 _allclose = torch.allclose
 _isclose = torch.isclose
 _isnan = torch.isnan
@@ -33,8 +36,19 @@ def fail(message: str) -> None:
     raise GradingError(message)
 
 
+def guard() -> None:
+    """Fail if a function the checks rely on was replaced since this module was imported."""
+    changed = integrity.replaced(_SNAPSHOT)
+    if changed:
+        fail(
+            f"{integrity.MARKER}: {', '.join(changed)} was replaced after the notebook started. "
+            "Tests cannot be trusted, so this notebook earns no points."
+        )
+
+
 def check(condition: bool, message: str) -> None:
     """Fail with ``message`` unless ``condition`` holds."""
+    guard()
     if not condition:
         fail(message)
 
@@ -54,6 +68,7 @@ def check_tensor(
     dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
     """Check that ``value`` is a tensor with the given shape and dtype; return it."""
+    guard()
     check(
         _is_tensor(value),
         expected_got(f"{name} should be a torch.Tensor.", "torch.Tensor", type(value).__name__),
@@ -177,4 +192,5 @@ def check_number(
 
 def passed(what: str) -> None:
     """Print a short confirmation after a test cell's checks all pass."""
+    guard()
     print(f"OK: {what}")

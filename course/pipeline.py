@@ -14,15 +14,10 @@ from __future__ import annotations
 
 import csv
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
-import time
 import warnings
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from nbgrader.api import Gradebook, MissingEntry
@@ -30,6 +25,7 @@ from nbgrader.apps import NbGraderAPI
 from nbgrader.coursedir import CourseDirectory
 from traitlets.config import Config
 
+from course import report, sandbox
 from course.paths import CourseError, load_config, require_assignment, use_this_python
 
 
@@ -67,6 +63,19 @@ def release(root: Path, assignment: str) -> Path:
 
 # ----------------------------------------------------------------------------- autograde
 @dataclass
+class Event:
+    """One line of the grading report: what happened to one notebook of one student."""
+
+    assignment: str
+    student: str
+    notebook: str
+    status: str  # graded, flagged, not graded, missing notebook
+    points: float | None
+    max_points: float | None
+    detail: str = ""
+
+
+@dataclass
 class Graded:
     """The outcome of grading one student's submission."""
 
@@ -74,6 +83,7 @@ class Graded:
     ok: bool
     seconds: float
     message: str = ""
+    events: list[Event] = field(default_factory=list)
 
 
 def submitted_students(root: Path, assignment: str) -> list[str]:
@@ -87,9 +97,7 @@ def submitted_students(root: Path, assignment: str) -> list[str]:
 def _sqlite_path(url: str) -> Path:
     prefix = "sqlite:///"
     if not url.startswith(prefix):
-        raise CourseError(
-            f"parallel grading needs an sqlite gradebook; this course uses {url}. Use --jobs 1."
-        )
+        raise CourseError(f"autograding needs an sqlite gradebook; this course uses {url}.")
     return Path(url[len(prefix) :])
 
 
@@ -109,28 +117,106 @@ def _worker_env(jobs: int) -> dict[str, str]:
     return {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
 
 
-def _grade_in_own_gradebook(
-    root: Path, assignment: str, student: str, scratch: Path, main_db: Path, env: dict[str, str]
-) -> tuple[Graded, str]:
-    """Run ``nbgrader autograde`` for one student on a private copy of the gradebook."""
-    own_db = scratch / f"{student}.db"
-    shutil.copyfile(main_db, own_db)
-    url = f"sqlite:///{own_db}"
-    command = [sys.executable, "-m", "nbgrader", "autograde", assignment]
-    command += ["--student", student, "--db", url, "--force"]
-    start = time.perf_counter()
-    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
-    seconds = time.perf_counter() - start
-    log = done.stdout + done.stderr
-    if done.returncode != 0:
-        reason = _first_error(log)
-        return Graded(student, False, seconds, reason), url
-    return Graded(student, True, seconds), url
+def release_notebooks(root: Path, assignment: str) -> list[str]:
+    """The notebook names (without .ipynb) of an assignment."""
+    return sorted(p.stem for p in (root / "source" / assignment).glob("*.ipynb"))
 
 
-def _first_error(log: str) -> str:
-    lines = [line.strip() for line in log.splitlines() if "ERROR" in line or "Error" in line]
-    return lines[0] if lines else "nbgrader autograde failed (no message)"
+def _examine(root: Path, assignment: str, student: str, url: str) -> list[Event]:
+    """Report every notebook of a graded submission; flag tampering and zero its points."""
+    events = _notebook_events(root, assignment, student)
+    missing = {e.notebook for e in events}
+    with Gradebook(url) as gb:
+        for name in release_notebooks(root, assignment):
+            if name in missing:
+                continue
+            row = gb.find_submission_notebook(name, assignment, student)
+            reasons = _tampering(root, assignment, student, name)
+            if reasons:
+                _zero(row)
+                gb.db.commit()
+            status = "flagged" if reasons else "graded"
+            detail = "; ".join(reasons)
+            events.append(
+                Event(assignment, student, name, status, row.score, row.max_score, detail)
+            )
+    return sorted(events, key=lambda e: e.notebook)
+
+
+def _tampering(root: Path, assignment: str, student: str, name: str) -> list[str]:
+    from course import integrity
+    from course.submission import read_notebook
+
+    graded_path = root / "autograded" / student / assignment / f"{name}.ipynb"
+    if not graded_path.is_file():
+        return []
+    return integrity.scan_notebook(
+        read_notebook(root / "submitted" / student / assignment / f"{name}.ipynb"),
+        read_notebook(root / "source" / assignment / f"{name}.ipynb"),
+        read_notebook(graded_path),
+    )
+
+
+def _zero(row: object) -> None:
+    """A flagged notebook earns no points: every grade is set to 0 and marked as graded."""
+    row.flagged = True
+    for grade in row.grades:
+        if grade.auto_score is not None:
+            grade.auto_score = 0.0
+        if grade.needs_manual_grade or grade.manual_score is not None:
+            grade.manual_score = 0.0
+            grade.needs_manual_grade = False
+
+
+def _grade_one(
+    root: Path, assignment: str, student: str, main_db: Path, env: dict[str, str], limits: object
+) -> tuple[Graded, str | None, Path | None]:
+    submitted = root / "submitted" / student / assignment
+    expected = release_notebooks(root, assignment)
+    if not any((submitted / f"{name}.ipynb").is_file() for name in expected):
+        message = "no notebook of the assignment in the submission"
+        return (
+            Graded(student, False, 0.0, message, _notebook_events(root, assignment, student)),
+            None,
+            None,
+        )
+    outcome, scratch = sandbox.grade(root, assignment, student, main_db, env, limits)
+    graded = Graded(student, outcome.ok, outcome.seconds, outcome.message)
+    if outcome.ok:
+        graded.events = _examine(root, assignment, student, outcome.db_url)
+    else:
+        graded.events = [
+            Event(assignment, student, name, "not graded", None, None, outcome.message)
+            for name in expected
+        ]
+    return graded, outcome.db_url, scratch
+
+
+def _notebook_events(root: Path, assignment: str, student: str) -> list[Event]:
+    """Missing and unexpected notebooks of a submission."""
+    submitted = root / "submitted" / student / assignment
+    known = release_notebooks(root, assignment)
+    events = [
+        Event(assignment, student, name, "missing notebook", 0.0, None,
+              f"no {name}.ipynb in the submission (renamed or deleted?)")
+        for name in known
+        if not (submitted / f"{name}.ipynb").is_file()
+    ]  # fmt: skip
+    for extra in sorted(p.name for p in submitted.glob("*.ipynb") if p.stem not in known):
+        detail = f"{extra} is not a notebook of this assignment: not graded"
+        events.append(Event(assignment, student, extra, "ignored", None, None, detail))
+    return events
+
+
+def _record_empty(url: str, assignment: str, student: str) -> None:
+    """A submission with nothing to grade appears in the gradebook with 0 points (once)."""
+    with warnings.catch_warnings(), Gradebook(url) as gb:
+        warnings.simplefilter("ignore")
+        try:
+            gb.find_submission(assignment, student)
+        except MissingEntry:
+            gb.update_or_create_student(student)
+            gb.add_submission(assignment, student)
 
 
 def copy_submission(source_url: str, target_url: str, assignment: str, student: str) -> None:
@@ -184,9 +270,12 @@ def autograde(
 ) -> list[Graded]:
     """Autograde every submission of ``assignment`` (or the given students), ``jobs`` at a time.
 
-    Each student runs in its own ``nbgrader autograde`` process against a private copy of the
-    gradebook; its scores are copied into the course gradebook as soon as it finishes, one
-    student at a time (sqlite allows one writer). Returns one :class:`Graded` per student.
+    Each student runs in its own ``nbgrader autograde`` process, in a scratch course with a
+    private copy of the gradebook and within the course's limits (:mod:`course.sandbox`). Its
+    scores are checked for tampering (:mod:`course.integrity`) and copied into the course
+    gradebook as soon as it finishes, one student at a time, so that an interrupted run keeps
+    every student graded so far and a failed submission keeps its earlier scores. The report
+    lines go to ``grading_report.csv``. Returns one :class:`Graded` per student.
     """
     require_assignment(root, assignment)
     url = db_url(root)
@@ -200,23 +289,33 @@ def autograde(
             f"no submissions of '{assignment}' in {root / 'submitted'}: expected folders "
             f"submitted/STUDENT/{assignment}/ (nbgrader collect puts them there)."
         )
+    missing = [s for s in chosen if not (root / "submitted" / s / assignment).is_dir()]
+    if missing:
+        raise CourseError(f"no submission of '{assignment}' for {', '.join(missing)}")
     use_this_python()
-    env = _worker_env(jobs)
-    results = []
-    with (
-        tempfile.TemporaryDirectory(prefix="course-grade-") as scratch,
-        ThreadPoolExecutor(max_workers=max(1, jobs)) as pool,
-    ):
-        futures = [
-            pool.submit(_grade_in_own_gradebook, root, assignment, s, Path(scratch), main_db, env)
-            for s in chosen
-        ]
+    env, limits = _worker_env(jobs), sandbox.limits_of(root)
+    results: list[Graded] = []
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    futures = [pool.submit(_grade_one, root, assignment, s, main_db, env, limits) for s in chosen]
+    try:
         for future in as_completed(futures):
-            graded, own_url = future.result()
-            copy_submission(own_url, url, assignment, graded.student)
+            graded, own_url, scratch = future.result()
+            if graded.ok:
+                copy_submission(own_url, url, assignment, graded.student)
+            elif own_url is None:
+                _record_empty(url, assignment, graded.student)
+            if scratch is not None:
+                sandbox.remove(scratch)
+            report.update(root, graded.events)
             results.append(graded)
             if progress:
                 progress(graded)
+    except BaseException:
+        # Interrupted: stop the students still running; those saved so far stay saved.
+        pool.shutdown(wait=False, cancel_futures=True)
+        sandbox.stop_all()
+        raise
+    pool.shutdown()
     return sorted(results, key=lambda g: g.student)
 
 
@@ -244,6 +343,7 @@ class GradeRow:
     max_score: float
     auto_score: float
     needs_manual_grade: bool
+    flagged: bool = False
 
 
 def grade_rows(root: Path) -> list[GradeRow]:
@@ -265,6 +365,7 @@ def grade_rows(root: Path) -> list[GradeRow]:
                             max_score=float(sub["max_score"]),
                             auto_score=float(sub["code_score"]),
                             needs_manual_grade=bool(sub["needs_manual_grade"]),
+                            flagged=bool(sub.get("flagged")),
                         )
                     )
     return sorted(rows, key=lambda r: (r.student, r.assignment, r.notebook))
@@ -275,9 +376,10 @@ def write_grades_csv(rows: list[GradeRow], path: Path) -> Path:
     fields = ["student", "assignment", "notebook", "score", "max_score", "auto_score"]
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow([*fields, "needs_manual_grade"])
+        writer.writerow([*fields, "needs_manual_grade", "flagged"])
         for r in rows:
-            writer.writerow([getattr(r, f) for f in fields] + [int(r.needs_manual_grade)])
+            flags = [int(r.needs_manual_grade), int(r.flagged)]
+            writer.writerow([getattr(r, f) for f in fields] + flags)
     return path
 
 
@@ -311,4 +413,5 @@ def format_grade_table(rows: list[GradeRow]) -> str:
 
 def _points(row: GradeRow) -> str:
     star = "*" if row.needs_manual_grade else ""
-    return f"{row.score:g}/{row.max_score:g}{star}"
+    flag = " FLAGGED" if row.flagged else ""
+    return f"{row.score:g}/{row.max_score:g}{star}{flag}"

@@ -16,6 +16,7 @@ from nbformat import NotebookNode
 from nbgrader import utils
 from nbgrader.preprocessors import Execute
 
+from course.kernels import IsolatedKernelManager
 from course.paths import use_this_python
 from course.submission import read_notebook
 
@@ -64,7 +65,7 @@ def execute(nb: NotebookNode, folder: Path, timeout: int = 120) -> NotebookNode:
     """Run every cell as nbgrader's validate does (errors do not stop the run)."""
     use_this_python()
     with utils.setenv(NBGRADER_VALIDATING="1", NBGRADER_EXECUTION="validate"):
-        runner = Execute(timeout=timeout)
+        runner = Execute(timeout=timeout, kernel_manager_class=IsolatedKernelManager)
         nb, _ = runner.preprocess(nb, {"metadata": {"path": str(folder)}})
     return nb
 

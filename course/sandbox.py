@@ -1,0 +1,176 @@
+"""Grading one submission in isolation, within limits.
+
+Each submission is graded by its own ``nbgrader autograde`` process in a scratch course folder
+that holds only that student's submission, the configuration and a private copy of the
+gradebook: the notebook runs with no ``source/``, no course gradebook and no other student's
+folder beside it. The process and everything it starts (the kernel) run under limits set in
+``nbgrader_config.py`` (:class:`Limits`): wall-clock time for the whole submission, address
+space (memory), size of any file written, number of processes. A submission that passes a limit
+is stopped and reported; the others are graded as usual.
+
+What is enforced where: the limits use POSIX rlimits (Linux, macOS); the number of processes is
+not limited for root, and the scratch folder keeps relative paths away from the course, but a
+kernel run by the same user can still open an absolute path: :mod:`course.integrity` flags code
+that does.
+"""
+
+from __future__ import annotations
+
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+from traitlets import Integer
+from traitlets.config import Configurable
+
+from course.paths import load_config
+
+
+class Limits(Configurable):
+    """Limits on one submission while it is graded (``c.Limits.*`` in nbgrader_config.py)."""
+
+    submission_seconds = Integer(900, help="Wall-clock seconds for a whole submission.").tag(
+        config=True
+    )
+    memory_mb = Integer(8192, help="Address space of the grading process and kernel (MB).").tag(
+        config=True
+    )
+    file_size_mb = Integer(512, help="Largest file the submission may write (MB).").tag(config=True)
+    processes = Integer(512, help="Processes of the grading user (not enforced for root).").tag(
+        config=True
+    )
+
+
+def limits_of(root: Path) -> Limits:
+    """The limits configured for the course at ``root``."""
+    return Limits(config=load_config(root))
+
+
+def _apply_limits(limits: Limits) -> None:
+    """Run in the child before nbgrader starts: set the rlimits it and its kernel inherit."""
+    mb = 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mb, limits.memory_mb * mb))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_mb * mb, limits.file_size_mb * mb))
+    resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+RUNNING: set[int] = set()  # pids of the nbgrader processes grading now
+
+
+def stop_all() -> None:
+    """Kill every grading process still running (after an interruption)."""
+    for pid in list(RUNNING):
+        kill_tree(pid)
+
+
+def kill_tree(pid: int) -> None:
+    """Kill a process and every process it started (kernels start in their own session)."""
+    try:
+        parent = psutil.Process(pid)
+        family = [*parent.children(recursive=True), parent]
+    except psutil.NoSuchProcess:
+        return
+    for process in family:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(family, timeout=10)
+
+
+@dataclass
+class Outcome:
+    """What grading one submission produced."""
+
+    ok: bool
+    seconds: float
+    db_url: str
+    log: str
+    message: str = ""
+
+
+def _scratch_course(root: Path, assignment: str, student: str, main_db: Path) -> Path:
+    scratch = Path(tempfile.mkdtemp(prefix="course-grade-"))
+    shutil.copy(root / "nbgrader_config.py", scratch)
+    shutil.copytree(
+        root / "submitted" / student / assignment, scratch / "submitted" / student / assignment
+    )
+    shutil.copyfile(main_db, scratch / "gradebook.db")
+    return scratch
+
+
+def grade(
+    root: Path, assignment: str, student: str, main_db: Path, env: dict[str, str], limits: Limits
+) -> tuple[Outcome, Path]:
+    """Autograde one student in a scratch course; return the outcome and the scratch folder.
+
+    The autograded notebooks are copied back to ``root/autograded/STUDENT/ASSIGNMENT``. The
+    caller reads the scores from ``outcome.db_url`` and removes the scratch folder.
+    """
+    scratch = _scratch_course(root, assignment, student, main_db)
+    url = f"sqlite:///{scratch / 'gradebook.db'}"
+    command = [sys.executable, "-m", "nbgrader", "autograde", assignment, "--student", student]
+    command += ["--db", url, f"--CourseDirectory.root={scratch}", "--force"]
+    start = time.perf_counter()
+    process = subprocess.Popen(
+        command,
+        cwd=scratch,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: _apply_limits(limits),
+    )
+    RUNNING.add(process.pid)
+    try:
+        log, _ = process.communicate(timeout=limits.submission_seconds)
+    except subprocess.TimeoutExpired:
+        kill_tree(process.pid)
+        log, _ = process.communicate()
+        message = (
+            f"stopped after {limits.submission_seconds} s, the time limit per submission "
+            "(a cell that never ends?)"
+        )
+        return Outcome(False, time.perf_counter() - start, url, log, message), scratch
+    finally:
+        RUNNING.discard(process.pid)
+    seconds = time.perf_counter() - start
+    graded = scratch / "autograded" / student / assignment
+    if process.returncode != 0 or not graded.is_dir():
+        return Outcome(False, seconds, url, log, _first_error(log)), scratch
+    target = root / "autograded" / student / assignment
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(graded, target)
+    return Outcome(True, seconds, url, log), scratch
+
+
+PLAIN_WORDS = {
+    "DeadKernelError": "the notebook's kernel died (os._exit, a crash or the memory limit)",
+    "CellTimeoutError": "a cell ran past the time limit and could not be interrupted",
+    "NotJSONError": "the notebook is not valid JSON (open it in JupyterLab to repair it)",
+    "JSONDecodeError": "the notebook is not valid JSON (open it in JupyterLab to repair it)",
+}
+
+
+def _first_error(log: str) -> str:
+    """The most telling line of a failed nbgrader run, in plain words, on one line."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    for key, words in PLAIN_WORDS.items():
+        if any(key in line for line in lines):
+            return f"{words}: not graded"
+    for line in reversed(lines):
+        if ("Error" in line or "Exception" in line) and "Please see" not in line:
+            return line[-300:]
+    return "nbgrader autograde failed (no message)"
+
+
+def remove(scratch: Path) -> None:
+    """Delete a scratch course folder."""
+    shutil.rmtree(scratch, ignore_errors=True)

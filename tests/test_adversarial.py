@@ -1,0 +1,263 @@
+"""An adversarial class: broken, runaway and tampering submissions beside honest students.
+
+The class is graded once (assignment A, 2 jobs, short limits). Every submission ends with a clear
+line in the grading report; honest students get exactly their usual scores; no tampering
+submission earns a point; the gradebook survives an interrupted run.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat import NotebookNode
+from nbgrader.api import Gradebook
+
+from course import demo, pipeline, report
+from tests.conftest import make_course_copy
+
+ASSIGNMENT = "a_masks"
+NOTEBOOK = "masks_and_positions"
+MASK = "generate_square_subsequent_mask"
+WRONG_MASK = f"def {MASK}(sz):\n    return torch.zeros(sz, sz)\n"
+
+
+def set_code(name: str, code: str) -> Callable[[NotebookNode], NotebookNode]:
+    """Replace the solution cell that defines ``name`` by ``code``."""
+
+    def edit(nb: NotebookNode) -> NotebookNode:
+        for cell in nb.cells:
+            if cell.cell_type == "code" and f"def {name}" in cell.source:
+                cell.source = code
+                return nb
+        raise AssertionError(f"no cell defines {name}")
+
+    return edit
+
+
+def on_cell(grade_id: str, action: str) -> Callable[[NotebookNode], NotebookNode]:
+    """Delete, duplicate or re-type (code -> markdown) the cell with ``grade_id``."""
+
+    def edit(nb: NotebookNode) -> NotebookNode:
+        index = next(
+            i
+            for i, c in enumerate(nb.cells)
+            if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id
+        )
+        if action == "delete":
+            del nb.cells[index]
+        elif action == "duplicate":
+            twin = copy.deepcopy(nb.cells[index])
+            twin["id"] = "duplicate-cell"
+            nb.cells.insert(index, twin)
+        elif action == "retype":
+            old = nb.cells[index]
+            new = nbformat.v4.new_markdown_cell(old.source, metadata=old.metadata)
+            new["id"] = old["id"]
+            nb.cells[index] = new
+        return nb
+
+    return edit
+
+
+# student -> (edit of the reference notebook, or a special action)
+CASES: dict[str, Callable[[NotebookNode], NotebookNode] | str] = {
+    "syntax_error": set_code(MASK, f"def {MASK}(sz)\n    return 0\n"),
+    "import_error": set_code(
+        MASK, f"import not_a_module_at_all\n\ndef {MASK}(sz):\n    return 0\n"
+    ),
+    "endless_loop": set_code(MASK, f"while True:\n    pass\n\ndef {MASK}(sz):\n    return 0\n"),
+    "ignores_sigint": set_code(
+        MASK,
+        "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass\n",
+    ),
+    "memory_hog": set_code(MASK, f"hog = torch.ones(2_000_000_000)\n\n{WRONG_MASK}"),
+    "os_exit": set_code(MASK, "import os\nos._exit(3)\n"),
+    "sys_exit": set_code(MASK, "import sys\nsys.exit(1)\n"),
+    "deleted_test": on_cell("test_mask_visible", "delete"),
+    "duplicated_test": on_cell("test_mask_hidden", "duplicate"),
+    "retyped_test": on_cell("test_mask_visible", "retype"),
+    "huge_output": set_code(
+        MASK, f"print('x' * 20_000_000)\nfor i in range(100_000):\n    print(i)\n\n{WRONG_MASK}"
+    ),
+    "patch_allclose": set_code(
+        MASK, f"torch.allclose = lambda *args, **kwargs: True\n\n{WRONG_MASK}"
+    ),
+    "patch_helpers": set_code(
+        MASK,
+        "import course.grading\ncourse.grading.check_close = lambda *a, **k: None\n"
+        f"checks.diagnose_causal_mask = lambda mask, sz: mask\n\n{WRONG_MASK}",
+    ),
+    "edit_sys_modules": set_code(
+        MASK, f"import sys\nsys.modules['course.checks.masks'] = None\n\n{WRONG_MASK}"
+    ),
+    "uses_hidden_reference": set_code(MASK, f"def {MASK}(sz):\n    return _reference_mask(sz)\n"),
+    "reads_solutions": set_code(
+        MASK,
+        "import glob\nSOLUTIONS = glob.glob('/**/source/a_masks/*.ipynb', recursive=True)\n\n"
+        + WRONG_MASK,
+    ),
+    "renamed_notebook": "rename",
+    "not_json": "garbage",
+}
+HONEST = ["reference", "mask_transposed", "alt_correct"]
+
+
+@pytest.fixture(scope="module")
+def adversarial_class(graded_class: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The adversarial class and three honest students, graded with short limits."""
+    root = make_course_copy(tmp_path_factory.mktemp("adversarial") / "course")
+    pipeline.release(root, ASSIGNMENT)
+    demo.build_class(root, ASSIGNMENT)
+    reference = root / "submitted" / "reference" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    for student, action in CASES.items():
+        folder = root / "submitted" / student / ASSIGNMENT
+        folder.mkdir(parents=True)
+        target = folder / f"{NOTEBOOK}.ipynb"
+        if action == "rename":
+            target = folder / "my_notebook.ipynb"
+        if action == "garbage":
+            target.write_text('{"cells": [ this is not json')
+            continue
+        nb = nbformat.read(str(reference), as_version=4)
+        if callable(action):
+            nb = action(nb)
+        nbformat.write(nb, str(target))
+    limits = {
+        "COURSE_CELL_TIMEOUT": "30",
+        "COURSE_SUBMISSION_SECONDS": "150",
+        "COURSE_MEMORY_MB": "5000",
+    }
+    saved = {k: os.environ.get(k) for k in limits}
+    os.environ.update(limits)
+    try:
+        pipeline.autograde(root, ASSIGNMENT, jobs=2, students=[*CASES, *HONEST])
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return root
+
+
+def lines(root: Path, student: str) -> list[dict[str, str]]:
+    rows = [r for r in report.read(root) if r["student"] == student]
+    assert rows, f"no report line for {student}"
+    return rows
+
+
+def auto_score(root: Path, student: str) -> float | None:
+    with Gradebook(pipeline.db_url(root)) as gb:
+        try:
+            return gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, student).code_score
+        except Exception:
+            return None
+
+
+def scores(root: Path, student: str) -> dict[str, float]:
+    with Gradebook(pipeline.db_url(root)) as gb:
+        nb = gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, student)
+        return {g.name: g.score for g in nb.grades}
+
+
+def test_honest_students_are_unchanged(adversarial_class: Path, graded_class: Path) -> None:
+    for student in HONEST:
+        assert scores(adversarial_class, student) == scores(graded_class, student), student
+        assert lines(adversarial_class, student)[0]["status"] == "graded"
+
+
+@pytest.mark.parametrize(
+    "student",
+    ["syntax_error", "import_error", "endless_loop", "memory_hog", "sys_exit", "huge_output"],
+)
+def test_broken_code_loses_only_its_points(adversarial_class: Path, student: str) -> None:
+    (line,) = lines(adversarial_class, student)
+    assert line["status"] == "graded", line
+    lost = {g for g, s in scores(adversarial_class, student).items() if s == 0}
+    assert {"test_mask_visible", "test_mask_hidden"} <= lost
+    assert "test_pe_hidden" not in lost, f"{student}: later cells should still run: {lost}"
+
+
+def test_endless_loop_ignoring_sigint_is_stopped(adversarial_class: Path) -> None:
+    (line,) = lines(adversarial_class, "ignores_sigint")
+    assert line["status"] == "not graded"
+    assert "time limit" in line["detail"]
+
+
+def test_killed_kernel_is_reported(adversarial_class: Path) -> None:
+    (line,) = lines(adversarial_class, "os_exit")
+    assert line["status"] == "not graded", line
+    assert "kernel died" in line["detail"]
+    assert auto_score(adversarial_class, "os_exit") is None  # no points, nothing invented
+
+
+@pytest.mark.parametrize(
+    ("student", "points"), [("deleted_test", 9), ("duplicated_test", 10), ("retyped_test", 10)]
+)
+def test_test_cells_cannot_be_removed_or_changed(
+    adversarial_class: Path, student: str, points: int
+) -> None:
+    """nbgrader restores changed test cells from the gradebook; a deleted test earns nothing."""
+    (line,) = lines(adversarial_class, student)
+    assert line["status"] == "graded", line
+    assert auto_score(adversarial_class, student) == points
+
+
+@pytest.mark.parametrize(
+    "student",
+    [
+        "patch_allclose",
+        "patch_helpers",
+        "edit_sys_modules",
+        "uses_hidden_reference",
+        "reads_solutions",
+    ],
+)
+def test_tampering_is_flagged_and_earns_nothing(adversarial_class: Path, student: str) -> None:
+    (line,) = lines(adversarial_class, student)
+    assert line["status"] == "flagged", line
+    assert line["detail"], "the report says why"
+    assert auto_score(adversarial_class, student) == 0
+    with Gradebook(pipeline.db_url(adversarial_class)) as gb:
+        assert gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, student).flagged
+
+
+def test_renamed_and_invalid_notebooks_are_reported(adversarial_class: Path) -> None:
+    statuses = {r["notebook"]: r["status"] for r in lines(adversarial_class, "renamed_notebook")}
+    assert statuses == {NOTEBOOK: "missing notebook", "my_notebook.ipynb": "ignored"}
+    assert auto_score(adversarial_class, "renamed_notebook") == 0  # in the gradebook, with 0
+    (line,) = lines(adversarial_class, "not_json")
+    assert line["status"] == "not graded"
+    assert "JSON" in line["detail"]
+
+
+def test_no_honest_demo_student_is_flagged(graded_class: Path) -> None:
+    flagged = [r for r in report.read(graded_class) if r["status"] != "graded"]
+    assert not flagged, flagged
+
+
+def test_interrupted_run_keeps_the_gradebook(adversarial_class: Path, tmp_path: Path) -> None:
+    root = tmp_path / "course"
+    subprocess.run(["cp", "-a", str(adversarial_class), str(root)], check=True)
+    before = {s: scores(root, s) for s in HONEST}
+    command = [sys.executable, "-m", "course.cli", "--root", str(root), "autograde", ASSIGNMENT]
+    command += ["--jobs", "1", *[f"--student={s}" for s in HONEST]]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    first = process.stdout.readline()  # one student graded and saved
+    assert "graded" in first
+    process.send_signal(signal.SIGINT)
+    process.wait(timeout=60)
+    time.sleep(1)
+    with sqlite3.connect(root / "gradebook.db") as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert {s: scores(root, s) for s in HONEST} == before

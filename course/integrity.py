@@ -168,27 +168,35 @@ def protected_names(nb: NotebookNode) -> set[str]:
 
 
 def hidden_names(source_nb: NotebookNode) -> set[str]:
-    """Names that only the hidden tests of an instructor's notebook define."""
-    names = set()
+    """Private names that only the hidden tests of an instructor's notebook use."""
+    hidden, visible = [], []
     for cell in source_nb.cells:
-        inside, lines = False, []
+        if cell.cell_type != "code":
+            continue
+        inside = False
         for line in cell.source.splitlines():
             if "BEGIN HIDDEN TESTS" in line:
                 inside = True
             elif "END HIDDEN TESTS" in line:
                 inside = False
-            elif inside:
-                lines.append(line)
-        try:
-            tree = ast.parse("\n".join(lines))
-        except SyntaxError:
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                names.add(node.name)
-            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                names.add(node.id)
+            else:
+                (hidden if inside else visible).append(line)
+    names = _names("\n".join(hidden)) - _names("\n".join(visible))
     return {n for n in names if n.startswith("_") and len(n) > 2}
+
+
+def _names(code: str) -> set[str]:
+    try:
+        tree = ast.parse(_without_magics(code))
+    except SyntaxError:
+        return set()
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            found.add(node.name)
+        elif isinstance(node, ast.Name):
+            found.add(node.id)
+    return found
 
 
 def student_cells(nb: NotebookNode) -> list[NotebookNode]:
@@ -203,12 +211,17 @@ def student_cells(nb: NotebookNode) -> list[NotebookNode]:
 def scan_notebook(
     submitted: NotebookNode, source_nb: NotebookNode, graded: NotebookNode
 ) -> list[str]:
-    """Every reason to flag a submission: its code, and the run-time marker in its outputs."""
+    """Every reason to flag a submission: its code, and the run-time marker in its outputs.
+
+    Cells identical to a cell of the instructor's notebook are the course's own code, not read.
+    """
     protected = protected_names(source_nb)
     hidden = hidden_names(source_nb)
+    ours = {c.source.strip() for c in source_nb.cells if c.cell_type == "code"}
     reasons = []
     for cell in student_cells(submitted):
-        reasons += scan_source(cell.source, protected, hidden)
+        if cell.source.strip() not in ours:
+            reasons += scan_source(cell.source, protected, hidden)
     for cell in graded.cells:
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error" and MARKER in output.get("evalue", ""):

@@ -184,6 +184,9 @@ def _grade_one(
     graded = Graded(student, outcome.ok, outcome.seconds, outcome.message)
     if outcome.ok:
         graded.events = _examine(root, assignment, student, outcome.db_url)
+        for event in graded.events:
+            if outcome.message and event.status == "graded":
+                event.detail = outcome.message
     else:
         graded.events = [
             Event(assignment, student, name, "not graded", None, None, outcome.message)

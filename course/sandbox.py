@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import nbformat
 import psutil
 from traitlets import Integer
 from traitlets.config import Configurable
@@ -106,6 +107,32 @@ def _scratch_course(root: Path, assignment: str, student: str, main_db: Path) ->
     return scratch
 
 
+def drop_duplicate_cells(folder: Path) -> list[str]:
+    """Remove second copies of graded cells (nbgrader stops on them); say what was removed.
+
+    nbgrader restores every test cell from the gradebook by its grade_id, so a copy adds
+    nothing but makes nbgrader reject the whole notebook.
+    """
+    notes = []
+    for path in sorted(folder.glob("*.ipynb")):
+        try:
+            nb = nbformat.read(str(path), as_version=4)
+        except Exception:
+            continue  # nbgrader reports an unreadable notebook itself
+        seen, kept = set(), []
+        for cell in nb.cells:
+            grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+            if grade_id and grade_id in seen:
+                notes.append(f"a second copy of cell {grade_id} was removed before grading")
+                continue
+            seen.add(grade_id)
+            kept.append(cell)
+        if len(kept) != len(nb.cells):
+            nb.cells = kept
+            nbformat.write(nb, str(path))
+    return notes
+
+
 def grade(
     root: Path, assignment: str, student: str, main_db: Path, env: dict[str, str], limits: Limits
 ) -> tuple[Outcome, Path]:
@@ -115,6 +142,7 @@ def grade(
     caller reads the scores from ``outcome.db_url`` and removes the scratch folder.
     """
     scratch = _scratch_course(root, assignment, student, main_db)
+    notes = drop_duplicate_cells(scratch / "submitted" / student / assignment)
     url = f"sqlite:///{scratch / 'gradebook.db'}"
     command = [sys.executable, "-m", "nbgrader", "autograde", assignment, "--student", student]
     command += ["--db", url, f"--CourseDirectory.root={scratch}", "--force"]
@@ -148,7 +176,7 @@ def grade(
     target = root / "autograded" / student / assignment
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(graded, target)
-    return Outcome(True, seconds, url, log), scratch
+    return Outcome(True, seconds, url, log, "; ".join(notes)), scratch
 
 
 PLAIN_WORDS = {

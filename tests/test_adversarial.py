@@ -211,6 +211,8 @@ def test_test_cells_cannot_be_removed_or_changed(
     (line,) = lines(adversarial_class, student)
     assert line["status"] == "graded", line
     assert auto_score(adversarial_class, student) == points
+    if student == "duplicated_test":
+        assert "second copy of cell test_mask_hidden" in line["detail"]
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from course import demo, integrity
-from course.submission import read_notebook, reference_code
+from course.submission import fill, read_notebook, reference_code
 from tests.conftest import ASSIGNMENTS, REPO
 
 PROTECTED = {"check", "check_close", "passed", "checks", "heatmap"}
@@ -81,3 +81,15 @@ def test_runtime_guard_sees_a_replaced_function() -> None:
     finally:
         torch.allclose = original
     assert integrity.replaced(snapshot) == []
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_whole_reference_notebook_is_not_flagged(assignment: str) -> None:
+    """Every cell of a student notebook filled with the solutions reads as honest."""
+    for path in sorted((REPO / "source" / assignment).glob("*.ipynb")):
+        source = read_notebook(path)
+        student = read_notebook(REPO / "release" / assignment / path.name)
+        for cell in student.cells:
+            cell.source = cell.source + "\n# the student's own comment"  # not the course's text
+        fill(student, reference_code(source))
+        assert integrity.scan_notebook(student, source, student) == []

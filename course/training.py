@@ -1,0 +1,318 @@
+"""Training and evaluating language models for assignment D (no graded answer lives here).
+
+The loop takes any model whose ``forward(src, src_mask)`` maps token ids ``(B, L)`` to logits
+``(B, L, V)``: the students' Transformer and the :class:`LSTMModel` below train with the same code,
+on the same batches, for the same time budget, so their numbers can be compared.
+
+    history = train_lm(model, train_x, train_y, val_x, val_y, time_budget_s=120)
+    plot_validation_curves({"Transformer": history}, to_perplexity=perplexity)
+
+Inputs and targets are prepared once, as two LongTensors ``(n, L)`` (targets = inputs shifted by
+one token, cut by the notebook's own function), so a step does no Python work per token: it
+indexes a batch, runs forward and backward, clips the gradients and steps the optimiser. The
+losses stay on-tensor between evaluations (no ``.item()`` per step).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import matplotlib.pyplot as plt
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+Mask = torch.Tensor | None
+
+
+def causal_mask(length: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """PyTorch's float causal mask ``(length, length)``: 0 on and below the diagonal, -inf above."""
+    return nn.Transformer.generate_square_subsequent_mask(length, device=torch.device(device))
+
+
+class LSTMModel(nn.Module):
+    """A word-level LSTM language model: embedding, LSTM layers, a Linear layer to the vocabulary.
+
+    It takes the same arguments as the Transformer's forward, ``(src (B, L), src_mask)``, and
+    ignores the mask: an LSTM reads left to right, so it cannot see the future anyway.
+    """
+
+    def __init__(
+        self, ntokens: int, d_model: int, d_hid: int, nlayers: int, dropout: float = 0.2
+    ) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(ntokens, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.lstm = nn.LSTM(
+            d_model, d_hid, nlayers, batch_first=True, dropout=dropout if nlayers > 1 else 0.0
+        )
+        self.project = nn.Linear(d_hid, d_model) if d_hid != d_model else nn.Identity()
+        self.decoder = nn.Linear(d_model, ntokens)
+
+    def forward(self, src: torch.Tensor, src_mask: Mask = None) -> torch.Tensor:
+        """src: (B, L) token ids -> logits (B, L, ntokens). ``src_mask`` is ignored."""
+        x = self.dropout(self.embedding(src))  # (B, L, d_model)
+        h, _ = self.lstm(x)  # (B, L, d_hid)
+        return self.decoder(self.dropout(self.project(h)))  # (B, L, ntokens)
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of trainable parameters."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+@dataclass
+class History:
+    """What :func:`train_lm` measured. Losses are mean negative log-likelihoods in nats."""
+
+    steps: list[int] = field(default_factory=list)  # step of each evaluation
+    tokens: list[int] = field(default_factory=list)  # training tokens seen at each evaluation
+    seconds: list[float] = field(default_factory=list)  # training seconds at each evaluation
+    train_loss: list[float] = field(default_factory=list)  # mean loss since the last evaluation
+    val_loss: list[float] = field(default_factory=list)
+    total_steps: int = 0
+    total_tokens: int = 0
+    train_seconds: float = 0.0
+
+    @property
+    def tokens_per_second(self) -> float:
+        """Training throughput (evaluation time excluded)."""
+        return self.total_tokens / self.train_seconds if self.train_seconds else 0.0
+
+    @property
+    def best_val_loss(self) -> float:
+        """The lowest validation loss of all evaluations (inf if there was none)."""
+        return min(self.val_loss, default=math.inf)
+
+
+@torch.no_grad()
+def evaluate_lm(
+    model: nn.Module,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    batch_size: int = 64,
+    causal: bool = True,
+) -> float:
+    """Mean negative log-likelihood per token (nats) of ``targets`` given ``inputs``.
+
+    Args:
+        model: forward(src (B, L), src_mask) -> logits (B, L, V). Put in eval mode here, and
+            put back in the mode it had.
+        inputs, targets: LongTensors (n, L).
+        batch_size: rows per forward pass.
+        causal: pass the causal mask (False passes None, for the no-mask experiment).
+    """
+    was_training = model.training
+    model.eval()
+    mask = causal_mask(inputs.size(1), inputs.device) if causal else None
+    total = torch.zeros((), dtype=torch.float64)
+    for start in range(0, inputs.size(0), batch_size):
+        x, y = inputs[start : start + batch_size], targets[start : start + batch_size]
+        logits = model(x, mask)  # (b, L, V)
+        loss = nn.functional.cross_entropy(
+            logits.reshape(-1, logits.size(-1)), y.reshape(-1), reduction="sum"
+        )
+        total += loss.double()
+    model.train(was_training)
+    return float(total) / max(1, targets.numel())
+
+
+def train_lm(
+    model: nn.Module,
+    train_inputs: torch.Tensor,
+    train_targets: torch.Tensor,
+    val_inputs: torch.Tensor,
+    val_targets: torch.Tensor,
+    *,
+    batch_size: int = 32,
+    lr: float = 1e-3,
+    weight_decay: float = 0.01,
+    clip: float = 1.0,
+    time_budget_s: float | None = 60.0,
+    max_steps: int | None = None,
+    eval_every: int = 100,
+    causal: bool = True,
+    seed: int = 0,
+    progress: bool = True,
+    desc: str = "training",
+) -> History:
+    """Train a language model with teacher forcing and return what was measured.
+
+    Teacher forcing: every position gets the true previous tokens as input (the rows of
+    ``train_inputs``) and is trained to predict the next one (``train_targets``), all positions
+    of a batch in one forward pass. Training stops when the time budget or the step budget is
+    spent, whichever comes first; the model is evaluated on the validation rows every
+    ``eval_every`` steps and at the end.
+
+    Args:
+        model: forward(src (B, L), src_mask) -> logits (B, L, V).
+        train_inputs, train_targets: LongTensors (n, L), targets = inputs shifted by one token.
+        val_inputs, val_targets: the same for the validation split.
+        batch_size: rows per step.
+        lr, weight_decay: AdamW settings.
+        clip: largest gradient norm (gradient clipping).
+        time_budget_s: seconds of training (evaluation excluded); None for no time limit.
+        max_steps: largest number of steps; None for no step limit.
+        eval_every: steps between evaluations.
+        causal: pass the causal mask to the model (False trains without it).
+        seed: seed of the batch order (and of dropout).
+        progress: show a tqdm progress bar.
+        desc: label of the progress bar.
+    """
+    if time_budget_s is None and max_steps is None:
+        raise ValueError("give a time budget, a step budget, or both")
+    if train_inputs.shape != train_targets.shape or train_inputs.dim() != 2:
+        raise ValueError("train_inputs and train_targets must be two (n, L) tensors")
+    n, length = train_inputs.shape
+    if n < 1:
+        raise ValueError("no training rows")
+    torch.manual_seed(seed)
+    order_gen = torch.Generator().manual_seed(seed)
+    mask = causal_mask(length, train_inputs.device) if causal else None
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    history = History()
+    running = torch.zeros(())  # sum of the losses since the last evaluation, on-tensor
+    since_eval = 0
+    order = torch.randperm(n, generator=order_gen)
+    cursor = 0
+    bar = tqdm(
+        total=max_steps if time_budget_s is None else round(time_budget_s),
+        desc=desc,
+        unit="step" if time_budget_s is None else "s",
+        disable=not progress,
+        leave=False,
+    )
+    model.train()
+    train_seconds = 0.0
+
+    def record() -> None:
+        nonlocal running, since_eval
+        history.steps.append(history.total_steps)
+        history.tokens.append(history.total_tokens)
+        history.seconds.append(train_seconds)
+        history.train_loss.append(float(running) / since_eval if since_eval else math.nan)
+        history.val_loss.append(evaluate_lm(model, val_inputs, val_targets, 64, causal))
+        running, since_eval = torch.zeros(()), 0
+        bar.set_postfix(val_loss=f"{history.val_loss[-1]:.3f}")
+
+    while True:
+        if max_steps is not None and history.total_steps >= max_steps:
+            break
+        if time_budget_s is not None and train_seconds >= time_budget_s:
+            break
+        start = time.perf_counter()
+        if cursor + batch_size > n:  # a new epoch: a new order
+            order, cursor = torch.randperm(n, generator=order_gen), 0
+        rows = order[cursor : cursor + batch_size]
+        cursor += batch_size
+        x, y = train_inputs[rows], train_targets[rows]  # (B, L) each
+        logits = model(x, mask)  # (B, L, V)
+        loss = nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimizer.step()
+        running += loss.detach()
+        since_eval += 1
+        history.total_steps += 1
+        history.total_tokens += y.numel()
+        elapsed = time.perf_counter() - start
+        train_seconds += elapsed
+        bar.update(1 if time_budget_s is None else min(elapsed, bar.total - bar.n))
+        if history.total_steps % eval_every == 0:
+            record()
+    if since_eval or not history.val_loss:
+        record()
+    bar.close()
+    history.train_seconds = train_seconds
+    model.eval()
+    return history
+
+
+def unigram_cross_entropy(
+    train_stream: torch.Tensor, val_stream: torch.Tensor, vocab_size: int
+) -> float:
+    """Mean NLL (nats) of ``val_stream`` under train-set word frequencies, add-one smoothed.
+
+    p(w) = (count_train(w) + 1) / (N_train + V): the best a model can do that ignores context.
+    """
+    counts = torch.bincount(train_stream, minlength=vocab_size).double() + 1.0  # (V,)
+    log_p = counts.log() - counts.sum().log()
+    return float(-log_p[val_stream].mean())
+
+
+def plot_validation_curves(
+    histories: Mapping[str, History],
+    to_perplexity: Callable[[float], float],
+    baselines: Mapping[str, float] | None = None,
+    x: str = "seconds",
+    ax: plt.Axes | None = None,
+    title: str = "Validation perplexity during training",
+) -> plt.Axes:
+    """Validation perplexity (log scale) against training seconds (or "tokens", "steps").
+
+    Args:
+        histories: label -> what train_lm returned.
+        to_perplexity: turns a mean NLL into a perplexity (the notebook passes its own function).
+        baselines: label -> perplexity, drawn as dashed horizontal lines.
+        x: "seconds", "tokens" or "steps".
+        ax: where to draw (a new figure if None).
+        title: the title of the plot.
+    """
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4), layout="constrained")
+    for label, history in histories.items():
+        xs = getattr(history, x)
+        ax.plot(xs, [to_perplexity(v) for v in history.val_loss], marker=".", label=label)
+    for i, (label, value) in enumerate((baselines or {}).items()):
+        ax.axhline(value, linestyle="--", color=f"C{len(histories) + i}", label=label)
+    ax.set_yscale("log")
+    ax.set_xlabel({"seconds": "training time (s)", "tokens": "training tokens seen"}.get(x, x))
+    ax.set_ylabel("validation perplexity (log scale)")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    return ax
+
+
+@torch.no_grad()
+def generate(
+    model: nn.Module,
+    prompt_ids: list[int],
+    n_tokens: int,
+    temperature: float = 1.0,
+    causal: bool = True,
+    context: int = 64,
+    seed: int = 0,
+) -> list[int]:
+    """Sample ``n_tokens`` ids after ``prompt_ids``, one at a time, at a temperature.
+
+    At each step the model reads the last ``context`` ids, the logits of the last position are
+    divided by ``temperature`` (below 1: safer, more repetitive; above 1: more surprising) and a
+    token is drawn from their softmax. Temperature 0 takes the most likely token (greedy).
+    """
+    if not prompt_ids:
+        raise ValueError("the prompt needs at least one token")
+    model.eval()
+    gen = torch.Generator().manual_seed(seed)
+    ids = list(prompt_ids)
+    for _ in range(n_tokens):
+        src = torch.tensor([ids[-context:]])  # (1, L)
+        mask = causal_mask(src.size(1)) if causal else None
+        last = model(src, mask)[0, -1]  # (V,)
+        if temperature <= 0:
+            ids.append(int(last.argmax()))
+        else:
+            probs = torch.softmax(last.double() / temperature, dim=-1)
+            ids.append(int(torch.multinomial(probs, 1, generator=gen)))
+    return ids[len(prompt_ids) :]
+
+
+def most_common_words(stream: torch.Tensor, itos: list[str], k: int = 10) -> list[tuple[str, int]]:
+    """The ``k`` most frequent tokens of a stream, with their counts (for a quick look)."""
+    counts = Counter(stream.tolist())
+    return [(itos[i], c) for i, c in counts.most_common(k)]

@@ -24,7 +24,8 @@ lint: setup  ## ruff lint and format check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint  ## the whole test suite (lint first)
+test: lint  ## the whole test suite (lint first); installs Chromium for the browser tests
+	bash tools/install_browser.sh
 	$(BIN)/python -m pytest
 
 lab: setup  ## JupyterLab on the student notebooks

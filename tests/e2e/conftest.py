@@ -1,0 +1,190 @@
+"""End-to-end fixtures: a JupyterLab 4 server on a scratch copy of the graded course, and Chromium.
+
+The browser is Debian's Chromium (``/usr/bin/chromium``, installed by
+``tools/install_browser.sh``) driven by Playwright; Playwright's own browser download is never
+used. The server runs ``sys.executable -m jupyter lab`` on 127.0.0.1 with a random token, in the
+course root (so nbgrader finds ``nbgrader_config.py``), and is stopped at the end of the session.
+Screenshots go to a folder under pytest's tmp dir and are copied to ``tests/e2e/artifacts/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from labui import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, LabServer
+from playwright.sync_api import Browser, Page, sync_playwright
+
+SERVER_START_TIMEOUT = 120  # seconds; the first start of JupyterLab on a busy 2-core machine
+# JupyterLab settings of the test server: no news pop-up, no update check, every cell rendered
+# (no windowing: figures far below the fold exist in the DOM and can be counted).
+LAB_SETTINGS = {
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+        "fetchNews": "false",
+        "checkForUpdates": False,
+    },
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+}
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The screenshots folder (under pytest's tmp dir); copied to tests/e2e/artifacts/."""
+    folder = tmp_path_factory.mktemp("e2e-artifacts")
+    shutil.rmtree(ARTIFACTS, ignore_errors=True)  # this run's screenshots only
+    yield folder
+    shutil.copytree(folder, ARTIFACTS, dirs_exist_ok=True)
+
+
+@pytest.fixture(scope="session")
+def e2e_root(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A private copy of the graded demo class (the browser writes to it; others don't see it).
+
+    ``graded_class`` (tests/conftest.py) runs ``course.demo.run`` once per session on every
+    assignment: release, the demo class (``submitted/reference`` holds the filled copy of each
+    release notebook), autograding, feedback. While working on these tests,
+    ``COURSE_E2E_GRADED=/path/to/a/graded/course`` reuses a course graded earlier instead.
+    """
+    graded = os.environ.get("COURSE_E2E_GRADED")
+    source = Path(graded) if graded else request.getfixturevalue("graded_class")
+    root = tmp_path_factory.mktemp("e2e") / "course"
+    shutil.copytree(source, root, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    (root / ".exchange").mkdir(exist_ok=True)
+    for path in root.rglob("*"):  # nbgrader leaves some files read-only; Validate saves first
+        path.chmod(path.stat().st_mode | stat.S_IWUSR)
+    return root
+
+
+@pytest.fixture(scope="session")
+def lab(e2e_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
+    """JupyterLab on ``e2e_root`` (localhost, free port, token), stopped after the session."""
+    home = tmp_path_factory.mktemp("jupyter-home")
+    settings = home / "lab-settings"
+    for name, values in LAB_SETTINGS.items():
+        path = settings / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+    env = dict(os.environ)
+    env.update(
+        {
+            # Kernels inherit this: long cells take their short (grading) form, as in CI.
+            "COURSE_FAST": "1",
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
+            "JUPYTER_CONFIG_DIR": str(home / "config"),
+            "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+            "JUPYTER_DATA_DIR": str(home / "data"),
+            "JUPYTERLAB_SETTINGS_DIR": str(settings),
+            "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
+            "IPYTHONDIR": str(home / "ipython"),
+            "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    env.pop("COURSE_DB", None)  # the copy's own gradebook, whatever the caller's shell says
+    port, token = _free_port(), secrets.token_hex(16)
+    command = [
+        sys.executable,
+        "-m",
+        "jupyter",
+        "lab",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        "--ServerApp.open_browser=False",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={e2e_root}",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    ]
+    if os.geteuid() == 0:
+        command.append("--allow-root")
+    log = home / "server.log"
+    with log.open("w") as out:
+        # Its own process group: the kernels it starts are stopped with it.
+        process = subprocess.Popen(
+            command,
+            cwd=e2e_root,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    server = LabServer(url=f"http://127.0.0.1:{port}", token=token, root=e2e_root, log=log)
+    try:
+        deadline = time.monotonic() + SERVER_START_TIMEOUT
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"JupyterLab exited ({process.returncode}):\n{log.read_text()}")
+            try:
+                server.api("/api/status")
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"JupyterLab did not answer in {SERVER_START_TIMEOUT} s:\n"
+                        + log.read_text()
+                    ) from None
+                time.sleep(0.5)
+        yield server
+    finally:
+        _stop(process, server)
+        shutil.copy(log, tmp_path_factory.getbasetemp() / "e2e-server.log")
+
+
+def _stop(process: subprocess.Popen, server: LabServer) -> None:
+    """Shut the kernels down, then the server; kill its process group if it hangs on exit."""
+    if process.poll() is None:
+        try:
+            for kernel in server.api("/api/kernels"):
+                server.api(f"/api/kernels/{kernel['id']}", method="DELETE")
+        except OSError:
+            pass
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pass  # jupyter_server can hang at exit on an idle worker thread
+    try:
+        os.killpg(process.pid, signal.SIGKILL)  # the server's group: stray kernels included
+    except ProcessLookupError:
+        pass
+    process.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    """Headless Debian Chromium under Playwright."""
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: run tools/install_browser.sh")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    """A fresh page (own context: no shared storage), large enough for the figures."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(60_000)
+    page = context.new_page()
+    yield page
+    context.close()

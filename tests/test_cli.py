@@ -109,9 +109,13 @@ def test_feedback_hides_hidden_tests(graded_class: Path) -> None:
                         inside = True
                     elif "END HIDDEN TESTS" in line:
                         inside = False
-                    elif len(line.strip()) > 25:
-                        (hidden_lines if inside else open_lines).add(line.strip())
-        hidden_lines -= open_lines  # a line the visible code also has may be shown
+                    elif inside and len(line.strip()) > 25:
+                        hidden_lines.add(line.strip())
+                    elif not inside:
+                        open_lines.add(line.strip())
+        # A hidden line that the visible code also contains may be shown.
+        open_text = "\n".join(open_lines)
+        hidden_lines = {line for line in hidden_lines if line not in open_text}
         assert hidden_lines, f"{assignment} has no hidden tests"
         pages = list((graded_class / "feedback").glob(f"*/{assignment}/*.html"))
         assert len(pages) >= 3

@@ -167,8 +167,8 @@ def protected_names(nb: NotebookNode) -> set[str]:
     return names - {"math", "torch", "nn", "plt", "np"}  # module names are handled separately
 
 
-def hidden_names(source_nb: NotebookNode) -> set[str]:
-    """Private names that only the hidden tests of an instructor's notebook use."""
+def split_hidden(source_nb: NotebookNode) -> tuple[list[str], list[str]]:
+    """The code lines of an instructor's notebook: (inside hidden regions, everywhere else)."""
     hidden, visible = [], []
     for cell in source_nb.cells:
         if cell.cell_type != "code":
@@ -181,6 +181,12 @@ def hidden_names(source_nb: NotebookNode) -> set[str]:
                 inside = False
             else:
                 (hidden if inside else visible).append(line)
+    return hidden, visible
+
+
+def hidden_names(source_nb: NotebookNode) -> set[str]:
+    """Private names that only the hidden tests of an instructor's notebook use."""
+    hidden, visible = split_hidden(source_nb)
     names = _names("\n".join(hidden)) - _names("\n".join(visible))
     return {n for n in names if n.startswith("_") and len(n) > 2}
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from course import integrity
 from course.cli import main
 from course.submission import read_notebook
 from tests.conftest import ASSIGNMENTS, REPO
@@ -100,21 +101,12 @@ def test_grades_table_and_csv(graded_class: Path, capsys: pytest.CaptureFixture)
 
 def test_feedback_hides_hidden_tests(graded_class: Path) -> None:
     for assignment in ASSIGNMENTS:
-        hidden_lines, open_lines = set(), set()
+        hidden_lines, open_text = set(), ""
         for nb_path in (graded_class / "source" / assignment).glob("*.ipynb"):
-            for cell in read_notebook(nb_path).cells:
-                inside = False
-                for line in cell.source.splitlines():
-                    if "BEGIN HIDDEN TESTS" in line:
-                        inside = True
-                    elif "END HIDDEN TESTS" in line:
-                        inside = False
-                    elif inside and len(line.strip()) > 25:
-                        hidden_lines.add(line.strip())
-                    elif not inside:
-                        open_lines.add(line.strip())
+            hidden, visible = integrity.split_hidden(read_notebook(nb_path))
+            hidden_lines |= {line.strip() for line in hidden if len(line.strip()) > 25}
+            open_text += "\n".join(line.strip() for line in visible)
         # A hidden line that the visible code also contains may be shown.
-        open_text = "\n".join(open_lines)
         hidden_lines = {line for line in hidden_lines if line not in open_text}
         assert hidden_lines, f"{assignment} has no hidden tests"
         pages = list((graded_class / "feedback").glob(f"*/{assignment}/*.html"))

@@ -10,11 +10,14 @@ from __future__ import annotations
 import os
 
 
+def under_nbgrader() -> bool:
+    """True while nbgrader runs the notebook headless (autograde, validate, ``course check``)."""
+    return os.environ.get("NBGRADER_EXECUTION", "") in {"autograde", "validate"}
+
+
 def is_grading() -> bool:
     """True while a notebook runs under nbgrader (autograde, validate) or with COURSE_FAST=1."""
-    if os.environ.get("COURSE_FAST") == "1":
-        return True
-    return os.environ.get("NBGRADER_EXECUTION", "") in {"autograde", "validate"}
+    return os.environ.get("COURSE_FAST") == "1" or under_nbgrader()
 
 
 def pick(full: int, grading: int) -> int:

@@ -1,8 +1,8 @@
 """Interactive explorers (ipywidgets) used in the notebooks.
 
-While a notebook is graded (:func:`course.mode.is_grading`) an explorer draws its first view as
-a plain figure and returns None: nobody moves the sliders of an autograded notebook, and widget
-messages only slow the grading kernel down.
+While nbgrader runs a notebook headless (:func:`course.mode.under_nbgrader`) an explorer draws
+its first view as a plain figure and returns None: nobody moves the sliders of an autograded
+notebook, and widget messages only slow the grading kernel down.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import torch
 
-from course.mode import is_grading
+from course.mode import under_nbgrader
 
 
 def positional_encoding_explorer(table: torch.Tensor) -> widgets.interactive | None:
@@ -38,7 +38,7 @@ def positional_encoding_explorer(table: torch.Tensor) -> widgets.interactive | N
         right.set_ylim(-1.1, 1.1)
         plt.show()
 
-    if is_grading():
+    if under_nbgrader():
         draw(0, 0)
         return None
     return widgets.interactive(

@@ -282,3 +282,40 @@ def test_tokenizer_on_real_data(
     lines = shakespeare["validation"]["text"]
     stream = WordTokenizer.build(shakespeare["train"]["text"]).encode_corpus(lines)
     assert int((stream == tok.eos_id).sum()) == len(lines)
+
+
+# -- Shipped files and the novels -------------------------------------------------------------
+
+
+def shipped_checksums() -> list[tuple[Path, str]]:
+    """(file, sha256) for every data file listed in a SOURCE.md table: | `name` | ... | `hash` |."""
+    pairs = []
+    for source in sorted(PACKAGE_DATA.glob("*/SOURCE.md")):
+        for line in source.read_text(encoding="utf-8").splitlines():
+            cells = [cell.strip().strip("`") for cell in line.split("|")[1:-1]]
+            if len(cells) >= 4 and len(cells[3]) == 64 and (source.parent / cells[0]).is_file():
+                pairs.append((source.parent / cells[0], cells[3]))
+    return pairs
+
+
+def test_every_shipped_file_matches_its_source_checksum() -> None:
+    import hashlib
+
+    pairs = shipped_checksums()
+    listed = {path.name for path, _ in pairs}
+    assert {"input.txt", "rt-polarity.pos", "austen-emma.txt"} <= listed
+    for path, digest in pairs:
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, path
+
+
+def test_novels_are_paragraphs_without_title_lines() -> None:
+    from course.data import load_novels
+
+    novels = load_novels()
+    assert novels.column_names == ["text", "book"]
+    assert len(set(novels["book"])) == 6
+    texts = list(novels["text"])
+    assert not any(text.startswith("[") and "by" in text[:60] for text in texts[:3])
+    assert all(text == " ".join(text.split()) and text for text in texts)
+    assert texts[2].startswith("Emma Woodhouse, handsome, clever, and rich")
+    assert sum(len(text.split()) for text in texts) > 500_000

@@ -14,13 +14,20 @@ downloaded. Importing this package sets ``HF_DATASETS_OFFLINE=1`` unless it is a
     stream = tok.encode_corpus(shakespeare["train"]["text"])          # (N,)
 """
 
-from course.data.corpora import DATA_DIR, data_file, load_polarity, load_tiny_shakespeare
+from course.data.corpora import (
+    DATA_DIR,
+    data_file,
+    load_novels,
+    load_polarity,
+    load_tiny_shakespeare,
+)
 from course.data.tokenizer import WordTokenizer
 
 __all__ = [
     "DATA_DIR",
     "WordTokenizer",
     "data_file",
+    "load_novels",
     "load_polarity",
     "load_tiny_shakespeare",
 ]

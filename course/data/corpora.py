@@ -193,3 +193,46 @@ def load_polarity(
     return datasets.DatasetDict(
         train=second["train"], validation=second["test"], test=first["test"]
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Public-domain novels (unlabelled text for pretraining)
+# ---------------------------------------------------------------------------------------------
+
+NOVEL_FILES = (
+    "gutenberg/austen-emma.txt",
+    "gutenberg/austen-persuasion.txt",
+    "gutenberg/austen-sense.txt",
+    "gutenberg/chesterton-ball.txt",
+    "gutenberg/chesterton-brown.txt",
+    "gutenberg/chesterton-thursday.txt",
+)
+
+
+def _paragraphs(text: str) -> list[str]:
+    """Paragraphs (blocks separated by blank lines) with their hard line breaks joined."""
+    blocks = (" ".join(block.split()) for block in text.split("\n\n"))
+    return [block for block in blocks if block]
+
+
+def load_novels() -> datasets.Dataset:
+    """Six public-domain novels (Austen, Chesterton) as one row per paragraph, in book order.
+
+    Unlabelled English prose for language-model pretraining (assignment E). The first line of
+    each file, a bracketed title added by NLTK, is dropped.
+
+    Returns:
+        A Dataset with columns "text" (one paragraph, line breaks replaced by spaces) and
+        "book" (the file name without ".txt").
+    """
+    texts, books = [], []
+    for relative in NOVEL_FILES:
+        path = data_file(relative)
+        raw = datasets.load_dataset(
+            "text", data_files=str(path), split="train", sample_by="document"
+        )
+        body = raw[0]["text"].split("\n", 1)[1]  # drop the "[Title by Author year]" line
+        paragraphs = _paragraphs(body)
+        texts += paragraphs
+        books += [path.stem] * len(paragraphs)
+    return datasets.Dataset.from_dict({"text": texts, "book": books})

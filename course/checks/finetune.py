@@ -1,0 +1,386 @@
+"""Checks for assignment E (from a language model to a classifier): they name the usual mistakes.
+
+Each function checks a property that SYLLABUS E states (the representation of the last real
+token, a head of n_classes outputs in place of the LM head, a frozen base, trainable parameters
+only, BERT's 80/10/10 corruption) and raises :class:`GradingError` with a message that names the
+mistake. None of them computes the answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from course.grading import check, check_tensor, expected_got, fail
+
+IGNORE = -100  # the label that nn.functional.cross_entropy skips by default
+
+
+# ---------------------------------------------------------------- the last real token
+def position_states(batch: int, length: int, width: int) -> torch.Tensor:
+    """Hidden states (batch, length, width) whose values say where they come from.
+
+    Every entry of ``states[b, t]`` equals ``1000 * b + t``: the position a representation was
+    taken from can be read off its values.
+    """
+    b = torch.arange(batch, dtype=torch.float32).view(batch, 1, 1)
+    t = torch.arange(length, dtype=torch.float32).view(1, length, 1)
+    return (1000 * b + t).expand(batch, length, width).clone()
+
+
+def diagnose_last_token(
+    last_token_states: Callable[..., object], lengths: torch.Tensor, length: int, width: int
+) -> None:
+    """Check ``last_token_states`` on :func:`position_states` ``(B, length, width)``."""
+    batch = lengths.numel()
+    name = (
+        f"last_token_states(hidden (B={batch}, L={length}, D={width}), lengths={lengths.tolist()})"
+    )
+    try:
+        result = last_token_states(position_states(batch, length, width), lengths)
+    except IndexError as error:
+        fail(
+            f"{name} raised IndexError ({error}). Off by one? A sequence of length n has its "
+            "last real token at position n - 1; the longest one ends at position L - 1."
+        )
+    states = check_tensor(result, name)
+    check(
+        tuple(states.shape) == (batch, width),
+        expected_got(
+            f"{name} should give one vector per sequence.", (batch, width), tuple(states.shape)
+        ),
+    )
+    took = states[:, 0] - 1000 * torch.arange(batch, dtype=states.dtype)  # (B,) positions taken
+    wanted = (lengths - 1).to(states.dtype)
+    if torch.equal(took, wanted):
+        check(
+            bool((states == states[:, :1]).all()),
+            f"{name}: the vectors are not whole rows of hidden (all D features of one position).",
+        )
+        return
+    if bool((took == length - 1).all()):
+        fail(
+            f"{name}: you took the last position of the padded tensor (index -1) for every "
+            "sequence. In a shorter sequence that position is padding. Take position "
+            "lengths[b] - 1 of row b: its last REAL token."
+        )
+    if bool((took == 0).all()):
+        fail(
+            f"{name}: you took the first position. Under a causal mask the first token has seen "
+            "only itself; the last real token (position lengths[b] - 1) is the only one that has "
+            "seen the whole sentence."
+        )
+    if torch.equal(took, (length - 1) / 2 * torch.ones_like(took)):
+        fail(
+            f"{name}: you averaged over all L positions, padding included. This exercise asks "
+            "for the state at the last real token, position lengths[b] - 1."
+        )
+    if torch.equal(took, wanted / 2):
+        fail(
+            f"{name}: you averaged the real positions (mean pooling). That is a fair method, but "
+            "this exercise asks for the state at the last real token, position lengths[b] - 1."
+        )
+    if torch.equal(took, wanted + 1):
+        fail(
+            f"{name}: off by one: you took position lengths[b], the first padding position. A "
+            "sequence of length n has its last token at position n - 1."
+        )
+    fail(expected_got(f"{name} took the wrong positions.", wanted.tolist(), took.tolist()))
+
+
+# ---------------------------------------------------------------- the classification head
+def diagnose_head(model: nn.Module, d_model: int, vocab: int, n_classes: int) -> None:
+    """Check that ``model.lm.decoder`` is a new head ``Linear(d_model, n_classes)``."""
+    check(
+        hasattr(model, "lm") and isinstance(getattr(model.lm, "decoder", None), nn.Linear),
+        "The classifier should keep the language model as `self.lm` and put the new head in "
+        "its place: `self.lm.decoder = nn.Linear(...)`.",
+    )
+    head = model.lm.decoder
+    if head.out_features == vocab:
+        fail(
+            f"self.lm.decoder still has {vocab} outputs, one per word: the LM head was not "
+            f"replaced. A sentiment classifier needs n_classes = {n_classes} outputs."
+        )
+    check(
+        (head.in_features, head.out_features) == (d_model, n_classes),
+        expected_got(
+            "The head should map a hidden state to one score per class.",
+            f"Linear(in_features={d_model}, out_features={n_classes})",
+            f"Linear(in_features={head.in_features}, out_features={head.out_features})",
+            hint="a head stacked on the word scores (Linear(V, 2)) keeps the LM head; replace it.",
+        ),
+    )
+    too_wide = [
+        name
+        for name, module in model.named_modules()
+        if isinstance(module, nn.Linear) and vocab in (module.out_features, module.in_features)
+    ]
+    check(
+        not too_wide,
+        f"The classifier still holds a layer of vocabulary size ({', '.join(too_wide)}): the LM "
+        "head should be replaced, not kept under a new head.",
+    )
+
+
+def diagnose_classifier_output(
+    model: nn.Module, ids: torch.Tensor, lengths: torch.Tensor, n_classes: int, pad_id: int
+) -> None:
+    """Shape of the logits, and that padding and whatever follows the last real token are ignored.
+
+    ``ids`` (B, L) must be right-padded with ``pad_id``.
+    """
+    model.eval()
+    with torch.no_grad():
+        logits = check_tensor(model(ids, lengths), "model(ids, lengths)")
+        batch = ids.size(0)
+        check(
+            tuple(logits.shape) == (batch, n_classes),
+            expected_got(
+                "The classifier should give one score per class for each sentence.",
+                (batch, n_classes),
+                tuple(logits.shape),
+                hint="take one position per sentence (the last real token) before the head.",
+            ),
+        )
+        more_padding = torch.cat([ids, torch.full_like(ids, pad_id)], dim=1)  # (B, 2L)
+        check(
+            torch.allclose(model(more_padding, lengths), logits, atol=1e-5),
+            "Adding more padding at the end changed the scores. A sentence's score must depend "
+            "on its real tokens only: take the state at position lengths[b] - 1 (not -1), and "
+            "keep the causal mask so that no real token attends to the padding after it.",
+        )
+        noise = torch.randint_like(ids, 0, int(ids.max()) + 1)
+        real = torch.arange(ids.size(1)) < lengths.unsqueeze(1)  # (B, L)
+        check(
+            torch.allclose(model(torch.where(real, ids, noise), lengths), logits, atol=1e-5),
+            "Changing the tokens after each sentence's end changed its scores: the classifier "
+            "reads past the last real token. With the causal mask (as in pretraining), the "
+            "state at position lengths[b] - 1 sees only positions 0 .. lengths[b] - 1.",
+        )
+        last = lengths - 1
+        changed = ids.clone()
+        changed[torch.arange(batch), last] = (ids[torch.arange(batch), last] + 1) % (
+            int(ids.max()) + 1
+        )
+        check(
+            not torch.allclose(model(changed, lengths), logits, atol=1e-6),
+            "Changing the last real word of each sentence did not change its scores: the "
+            "representation does not use the whole sentence (did you take the first position?).",
+        )
+
+
+# ---------------------------------------------------------------- freezing and counting
+def diagnose_frozen(model: nn.Module) -> None:
+    """After ``freeze_base(model)``: only the head (``model.lm.decoder``) requires a gradient."""
+    head = {id(p) for p in model.lm.decoder.parameters()}
+    frozen_head = [n for n, p in model.named_parameters() if id(p) in head and not p.requires_grad]
+    trainable_base = [
+        n for n, p in model.named_parameters() if id(p) not in head and p.requires_grad
+    ]
+    if frozen_head:
+        fail(
+            f"The head is frozen too ({', '.join(frozen_head)}): nothing would learn. Freeze "
+            "the base (embedding, positions, encoder) and leave the new head trainable."
+        )
+    if trainable_base and len(trainable_base) == sum(1 for _ in model.parameters()) - len(head):
+        fail(
+            "No parameter of the base was frozen. `model.eval()` or `torch.no_grad()` do not "
+            "freeze anything: set `requires_grad = False` on every parameter of the base."
+        )
+    check(
+        not trainable_base,
+        f"Part of the base is still trainable: {', '.join(trainable_base[:4])}"
+        + (" ..." if len(trainable_base) > 4 else "")
+        + ". Freeze every parameter except the head's.",
+    )
+
+
+class _Counted(nn.Module):
+    """A module with a known answer: 16 trainable numbers, 25 frozen ones, a buffer of 1000."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.trained = nn.Linear(3, 4)  # 3 * 4 + 4 = 16
+        self.frozen = nn.Linear(4, 5)  # 4 * 5 + 5 = 25
+        self.frozen.requires_grad_(False)
+        self.register_buffer("table", torch.zeros(10, 100))  # 1000 numbers, not parameters
+
+
+def diagnose_count(count: Callable[[nn.Module], object]) -> None:
+    """Check ``count_trainable_parameters`` on a module whose answer is known (16)."""
+    got = count(_Counted())
+    if isinstance(got, torch.Tensor) and got.numel() == 1:
+        got = got.item()
+    check(
+        isinstance(got, int) and not isinstance(got, bool),
+        expected_got("The count should be a Python int.", "int", type(got).__name__),
+    )
+    named = {
+        41: "you counted the frozen parameters too; count only those with requires_grad.",
+        1016: "you counted a buffer (state_dict holds buffers such as the positional table): "
+        "count model.parameters() with requires_grad.",
+        1041: "you counted every tensor of the state_dict, buffers and frozen parameters "
+        "included: count model.parameters() with requires_grad.",
+        2: "you counted parameter tensors, not the numbers in them (use p.numel()).",
+        4: "you counted parameter tensors, not the numbers in them (use p.numel()).",
+    }
+    if got != 16 and got in named:
+        fail(f"count_trainable_parameters gave {got} where 16 numbers are trainable: {named[got]}")
+    check(
+        got == 16,
+        expected_got(
+            "count_trainable_parameters on Linear(3, 4) trainable + Linear(4, 5) frozen + a "
+            "buffer of 1000 numbers is wrong.",
+            16,
+            got,
+        ),
+    )
+
+
+# ---------------------------------------------------------------- BERT's corruption
+def mlm_shares(
+    original: torch.Tensor, inputs: torch.Tensor, labels: torch.Tensor, mask_token_id: int
+) -> dict[str, float]:
+    """What ``mask_tokens`` did: share of positions chosen, and how the chosen were corrupted."""
+    chosen = labels != IGNORE
+    n = max(1, int(chosen.sum()))
+    masked = chosen & (inputs == mask_token_id)
+    kept = chosen & (inputs == original)
+    return {
+        "chosen": float(chosen.float().mean()),
+        "mask": int(masked.sum()) / n,
+        "random": int((chosen & ~masked & ~kept).sum()) / n,
+        "kept": int(kept.sum()) / n,
+    }
+
+
+def diagnose_mask_tokens(
+    mask_tokens: Callable[..., object], vocab_size: int = 1000, seed: int = 0
+) -> dict[str, float]:
+    """Statistical checks of ``mask_tokens`` on 32,768 positions; return the measured shares.
+
+    The input ids avoid the mask id, so that a position equal to the mask id was masked.
+    """
+    mask_id = 3
+    gen = torch.Generator().manual_seed(seed)
+    original = torch.randint(4, vocab_size, (64, 512), generator=gen)  # (B, L), no mask id
+    ids = original.clone()
+    result = mask_tokens(ids, mask_id, vocab_size, 0.15, torch.Generator().manual_seed(1))
+    name = "mask_tokens(input_ids (64, 512), ...)"
+    check(
+        isinstance(result, (tuple, list)) and len(result) == 2,
+        expected_got(f"{name} should return a pair.", "(inputs, labels)", type(result).__name__),
+    )
+    inputs = check_tensor(result[0], f"inputs of {name}", shape=(64, 512), dtype=torch.long)
+    labels = check_tensor(result[1], f"labels of {name}", shape=(64, 512), dtype=torch.long)
+    check(
+        torch.equal(ids, original),
+        f"{name} changed the tensor it was given. Corrupt a copy (input_ids.clone()): the "
+        "caller may still need the original ids.",
+    )
+    if bool((labels == 0).float().mean() > 0.5):
+        fail(
+            f"labels of {name}: the positions that were not chosen hold 0, a real token id. "
+            f"Use {IGNORE}, the value that cross_entropy ignores, so that they cost nothing."
+        )
+    chosen = labels != IGNORE
+    if bool(chosen.all()):
+        fail(
+            f"labels of {name} are never {IGNORE}: the loss would be computed at every position. "
+            f"Only the chosen positions (15%) get a label (the original id); the others get "
+            f"{IGNORE}."
+        )
+    check(
+        torch.equal(labels[chosen], original[chosen]),
+        f"labels of {name}: at a chosen position the label must be the ORIGINAL id (what the "
+        "model has to recover), not the corrupted input.",
+    )
+    check(
+        torch.equal(inputs[~chosen], original[~chosen]),
+        f"inputs of {name} changed positions that were not chosen (label {IGNORE}). Only the "
+        "chosen 15% are corrupted; the model must be told the answer at each corrupted position.",
+    )
+    shares = mlm_shares(original, inputs, labels, mask_id)
+    check(
+        0.14 < shares["chosen"] < 0.16,
+        expected_got(
+            f"{name} chose the wrong share of positions.",
+            "about 0.15 (mlm_probability)",
+            f"{shares['chosen']:.3f}",
+        ),
+    )
+    if shares["mask"] > 0.97:
+        fail(
+            f"{name} replaced every chosen position by the mask token. BERT's rule: of the "
+            "chosen positions, 80% become the mask token, 10% a random token, 10% stay as they "
+            "are (so the model cannot assume that only [MASK] positions matter)."
+        )
+    check(
+        0.77 < shares["mask"] < 0.83,
+        expected_got(
+            f"{name}: wrong share of chosen positions replaced by the mask token.",
+            "about 0.80",
+            f"{shares['mask']:.3f}",
+        ),
+    )
+    if shares["random"] < 0.05:
+        fail(
+            f"{name}: only {shares['random']:.1%} of the chosen positions got a random token; "
+            "BERT gives a random token to 10% of them, that is HALF of the 20% left after the "
+            "80% masked (a probability of 0.1 applied to the rest gives only 2%)."
+        )
+    check(
+        0.08 < shares["random"] < 0.12 and 0.08 < shares["kept"] < 0.12,
+        expected_got(
+            f"{name}: wrong shares of random and unchanged tokens among the chosen positions.",
+            "about 0.10 random and 0.10 unchanged",
+            f"{shares['random']:.3f} random and {shares['kept']:.3f} unchanged",
+        ),
+    )
+    replaced = inputs[chosen & (inputs != mask_id) & (inputs != original)]
+    check(
+        bool((replaced >= 0).all() and (replaced < vocab_size).all()),
+        f"{name}: random tokens must be ids in [0, vocab_size).",
+    )
+    mean = float(replaced.float().mean())
+    check(
+        0.4 * vocab_size < mean < 0.6 * vocab_size,
+        expected_got(
+            f"{name}: the random tokens are not drawn uniformly from the vocabulary.",
+            f"a mean id near {vocab_size / 2:.0f}",
+            f"{mean:.0f}",
+        ),
+    )
+    return shares
+
+
+def diagnose_mask_generator(mask_tokens: Callable[..., object]) -> None:
+    """The corruption is reproducible with a generator, varies with its seed, works without one."""
+    ids = torch.randint(4, 500, (8, 64), generator=torch.Generator().manual_seed(5))
+
+    def run(generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+        out = mask_tokens(ids, 3, 500, 0.15, generator)
+        return out[0], out[1]
+
+    first = run(torch.Generator().manual_seed(11))
+    again = run(torch.Generator().manual_seed(11))
+    other = run(torch.Generator().manual_seed(12))
+    check(
+        torch.equal(first[0], again[0]) and torch.equal(first[1], again[1]),
+        "mask_tokens gave different results for two generators with the same seed: draw every "
+        "random number from `generator` (torch.rand(..., generator=generator), "
+        "torch.randint(..., generator=generator)).",
+    )
+    check(
+        not torch.equal(first[1], other[1]),
+        "mask_tokens gave the same choice for two different generator seeds: the choice must "
+        "be random.",
+    )
+    plain = run(None)
+    check(
+        tuple(plain[0].shape) == tuple(ids.shape) and bool((plain[1] != IGNORE).any()),
+        "mask_tokens should also work with generator=None (the global random generator).",
+    )

@@ -1,0 +1,183 @@
+"""Fine-tuning a sentence classifier, for assignment E (no graded answer lives here).
+
+The loop takes any model whose ``forward(src, lengths)`` maps right-padded token ids ``(B, L)``
+and the real lengths ``(B,)`` to class logits ``(B, n_classes)``, and trains only the parameters
+that require a gradient (so a frozen base stays as it was).
+
+    train = encode_labelled(tokenizer, texts, labels)          # ids (n, L), lengths, labels
+    history = train_classifier(model, train, val, epochs=6, seed=0)
+    plot_accuracy_curves({"scratch": [history, ...], ...})
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import matplotlib.pyplot as plt
+import torch
+from torch import nn
+
+from course.data import WordTokenizer
+
+
+@dataclass
+class Labelled:
+    """A labelled split as tensors: ids (n, L) right-padded, lengths (n,), labels (n,)."""
+
+    ids: torch.Tensor
+    lengths: torch.Tensor
+    labels: torch.Tensor
+
+    def __len__(self) -> int:
+        return self.labels.numel()
+
+    def batch(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The rows ``rows``, cut to their longest length: ids (b, l), lengths (b,), labels (b,)."""
+        lengths = self.lengths[rows]
+        return self.ids[rows, : int(lengths.max())], lengths, self.labels[rows]
+
+
+def encode_labelled(
+    tokenizer: WordTokenizer, texts: Sequence[str], labels: Sequence[int], max_len: int = 64
+) -> Labelled:
+    """Tokenise texts (cut to ``max_len`` tokens, at least 1) into a :class:`Labelled` split."""
+    texts = [text if text.strip() else tokenizer.itos[tokenizer.unk_id] for text in texts]
+    ids, lengths = tokenizer.encode_batch(texts, max_len=max_len)  # (n, L), (n,)
+    lengths = lengths.clamp(min=1)
+    return Labelled(ids, lengths, torch.as_tensor(list(labels), dtype=torch.long))
+
+
+def balanced_sample(labels: Sequence[int], n: int, seed: int) -> list[int]:
+    """Indices of ``n`` examples, as many of each class as possible, drawn with ``seed``."""
+    generator = torch.Generator().manual_seed(seed)
+    labels = torch.as_tensor(list(labels))
+    classes = labels.unique().tolist()
+    chosen = []
+    for k, label in enumerate(classes):
+        share = n // len(classes) + (1 if k < n % len(classes) else 0)
+        rows = (labels == label).nonzero().flatten()
+        chosen += rows[torch.randperm(rows.numel(), generator=generator)[:share]].tolist()
+    return sorted(chosen)
+
+
+@dataclass
+class ClassifierHistory:
+    """What :func:`train_classifier` measured; entry 0 of the lists is before any training."""
+
+    epochs: list[int] = field(default_factory=list)
+    val_accuracy: list[float] = field(default_factory=list)
+    train_loss: list[float] = field(default_factory=list)  # mean loss of each epoch (nan at 0)
+    seconds: float = 0.0  # training time, evaluation excluded
+    trainable: int = 0  # parameters that were trained
+
+
+@torch.no_grad()
+def accuracy(model: nn.Module, data: Labelled, batch_size: int = 256) -> float:
+    """Share of ``data`` that ``model`` classifies correctly (in eval mode)."""
+    was_training = model.training
+    model.eval()
+    correct = 0
+    for rows in data.lengths.argsort().split(batch_size):  # similar lengths: little padding
+        ids, lengths, labels = data.batch(rows)
+        correct += int((model(ids, lengths).argmax(dim=-1) == labels).sum())
+    model.train(was_training)
+    return correct / len(data)
+
+
+def train_classifier(
+    model: nn.Module,
+    train: Labelled,
+    val: Labelled,
+    *,
+    epochs: int = 6,
+    lr: float = 5e-4,
+    batch_size: int = 32,
+    weight_decay: float = 0.01,
+    seed: int = 0,
+) -> ClassifierHistory:
+    """Train the parameters of ``model`` that require a gradient; evaluate after every epoch.
+
+    Args:
+        model: forward(ids (B, L), lengths (B,)) -> logits (B, n_classes).
+        train, val: labelled splits (see :func:`encode_labelled`).
+        epochs: passes over ``train``.
+        lr, weight_decay: AdamW settings.
+        batch_size: examples per step.
+        seed: seed of the batch order and of dropout.
+    """
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise ValueError("the model has no trainable parameter: nothing would learn")
+    torch.manual_seed(seed)
+    order_gen = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    history = ClassifierHistory(trainable=sum(p.numel() for p in params))
+    history.epochs.append(0)
+    history.val_accuracy.append(accuracy(model, val))
+    history.train_loss.append(math.nan)
+    for epoch in range(1, epochs + 1):
+        model.train()
+        start, total, steps = time.perf_counter(), torch.zeros(()), 0
+        for rows in torch.randperm(len(train), generator=order_gen).split(batch_size):
+            ids, lengths, labels = train.batch(rows)
+            loss = nn.functional.cross_entropy(model(ids, lengths), labels)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(params, 1.0)
+            optimizer.step()
+            total += loss.detach()
+            steps += 1
+        history.seconds += time.perf_counter() - start
+        history.epochs.append(epoch)
+        history.train_loss.append(float(total) / steps)
+        history.val_accuracy.append(accuracy(model, val))
+    model.eval()
+    return history
+
+
+def mean_and_spread(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (0 for a single value)."""
+    values = list(values)
+    spread = statistics.stdev(values) if len(values) > 1 else 0.0
+    return statistics.fmean(values), spread
+
+
+def plot_accuracy_curves(
+    results: Mapping[str, Sequence[ClassifierHistory]],
+    ax: plt.Axes | None = None,
+    title: str = "validation accuracy per epoch (mean over seeds; band: min to max)",
+) -> plt.Axes:
+    """One curve per setup: the mean validation accuracy over seeds, with a min-max band."""
+    ax = ax or plt.gca()
+    for name, runs in results.items():
+        epochs = runs[0].epochs
+        table = torch.tensor([run.val_accuracy for run in runs]) * 100  # (seeds, epochs + 1)
+        ax.plot(epochs, table.mean(0), marker="o", linewidth=2, label=f"{name} ({len(runs)} seeds)")
+        ax.fill_between(epochs, table.min(0).values, table.max(0).values, alpha=0.2)
+    ax.axhline(50, color="grey", linestyle=":", linewidth=1, label="chance (50%)")
+    ax.set_xlabel("epoch (0 = before fine-tuning)")
+    ax.set_ylabel("validation accuracy (%)")
+    ax.set_title(title)
+    ax.set_xticks(results[next(iter(results))][0].epochs)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return ax
+
+
+def summary(results: Mapping[str, Sequence[ClassifierHistory]], at_epochs: Sequence[int]) -> str:
+    """A text table: mean +- spread of the validation accuracy at some epochs and at best."""
+    header = "".join(f"{f'epoch {e}':>16}" for e in at_epochs)
+    lines = [f"{'setup':<24}{header}{'best epoch':>16}{'trainable':>12}"]
+    for name, runs in results.items():
+        cells = []
+        for epoch in at_epochs:
+            mean, spread = mean_and_spread([100 * run.val_accuracy[epoch] for run in runs])
+            cells.append(f"{mean:>9.1f} ± {spread:<4.1f}")
+        mean, spread = mean_and_spread([100 * max(run.val_accuracy[1:]) for run in runs])
+        cells.append(f"{mean:>9.1f} ± {spread:<4.1f}")
+        lines.append(f"{name:<24}{''.join(cells)}{runs[0].trainable:>12,}")
+    return "\n".join(lines)

@@ -1,0 +1,177 @@
+"""The shipped pretrained checkpoint (assignment E) and the fine-tuning helpers.
+
+The checkpoint must be small, carry what made it, reach a validation perplexity far below an
+untrained model's, and come from text that holds no sentence of the classification
+validation or test split.
+"""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+import pytest
+import torch
+from torch import nn
+
+from course import finetune, pretrain, training
+from course.data import WordTokenizer, load_polarity
+
+matplotlib.use("Agg")
+
+
+@pytest.fixture(scope="module")
+def shipped() -> tuple[pretrain.TransformerLM, WordTokenizer, dict]:
+    return pretrain.load_pretrained()
+
+
+@pytest.fixture(scope="module")
+def texts() -> dict[str, list[str]]:
+    return pretrain.pretraining_texts()
+
+
+def test_checkpoint_is_small_and_documented(shipped):
+    size_mb = pretrain.CHECKPOINT.stat().st_size / 1e6
+    assert size_mb < 5, f"the committed checkpoint weighs {size_mb:.1f} MB"
+    model, tokenizer, info = shipped
+    for key in ("config", "seed", "data_sha256", "data", "train", "val_loss", "untrained_val_loss"):
+        assert key in info, f"the checkpoint does not record {key}"
+    assert info["config"]["ntokens"] == len(tokenizer) == model.decoder.out_features
+
+
+def test_checkpoint_was_made_from_the_shipped_text(shipped, texts):
+    _, _, info = shipped
+    assert info["data_sha256"] == pretrain.text_hash(texts), (
+        "the pretraining text has changed since the checkpoint was made: re-run "
+        "`python -m course.pretrain`"
+    )
+    assert info["data"]["reviews"] == len(texts["reviews"])
+
+
+def test_pretrained_perplexity_is_far_below_an_untrained_model(shipped):
+    model, tokenizer, info = shipped
+    val_x, val_y = pretrain.review_validation_rows(tokenizer)
+    pretrained = math.exp(training.evaluate_lm(model, val_x, val_y))
+    torch.manual_seed(0)
+    untrained = math.exp(
+        training.evaluate_lm(pretrain.TransformerLM(**info["config"]), val_x, val_y)
+    )
+    assert pretrained == pytest.approx(math.exp(info["val_loss"]), rel=0.02)
+    assert pretrained < untrained / 10, (pretrained, untrained)
+    unigram = math.exp(
+        training.unigram_cross_entropy(
+            tokenizer.encode_corpus(pretrain.pretraining_texts()["reviews"]),
+            val_y.flatten(),
+            len(tokenizer),
+        )
+    )
+    assert pretrained < unigram, (
+        f"perplexity {pretrained:.0f} is not below the unigram {unigram:.0f}"
+    )
+
+
+def test_no_validation_or_test_sentence_in_the_pretraining_text(texts):
+    polarity = load_polarity(seed=pretrain.SPLIT_SEED)
+    held_out = list(polarity["validation"]["text"]) + list(polarity["test"]["text"])
+
+    def words(text: str) -> str:
+        return " ".join(WordTokenizer.tokenize(text))
+
+    corpus = " \n ".join(words(line) for part in texts.values() for line in part)
+    corpus = f" {corpus} "
+    leaks = [s for s in held_out if words(s) and f" {words(s)} " in corpus]
+    assert not leaks, f"{len(leaks)} held-out sentences are in the pretraining text: {leaks[:3]}"
+
+
+def test_pretraining_reviews_come_from_the_training_split(texts):
+    train = set(load_polarity(seed=pretrain.SPLIT_SEED)["train"]["text"])
+    reviews = texts["reviews"] + texts["review_validation"]
+    assert all(line in train for line in reviews)
+    assert len(reviews) > 0.99 * len(train)
+
+
+def test_leak_filter_drops_lines_that_contain_a_held_out_sentence():
+    lines = ["a fine film . a mess .", "a messy plot", "nothing here"]
+    assert pretrain._without_leaks(lines, ["a mess ."]) == ["a messy plot", "nothing here"]
+
+
+def test_pretrain_runs_and_saves_what_it_measured(tmp_path, monkeypatch):
+    small = {"reviews": ["a good film ."] * 40, "review_validation": ["a bad film ."] * 10}
+    monkeypatch.setattr(pretrain, "pretraining_texts", lambda seed=0: {**small, "novels": []})
+    checkpoint = pretrain.pretrain(minutes=0.02, seq_len=8, config={"d_model": 16, "d_hid": 32})
+    torch.save(checkpoint, tmp_path / "lm.pt")
+    model, tokenizer, info = pretrain.load_pretrained(tmp_path / "lm.pt")
+    assert info["train"]["steps"] > 0
+    assert info["val_loss"] < info["untrained_val_loss"]
+    assert model.decoder.out_features == len(tokenizer)
+
+
+def test_missing_checkpoint_says_how_to_get_one(tmp_path):
+    with pytest.raises(FileNotFoundError, match="python -m course.pretrain"):
+        pretrain.load_pretrained(tmp_path / "none.pt")
+
+
+# ----------------------------------------------------------------------------- fine-tuning
+class BagOfWords(nn.Module):
+    """A tiny classifier with the forward(src, lengths) interface: mean embedding, linear."""
+
+    def __init__(self, vocab: int) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(vocab, 8, padding_idx=0)
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, src: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        return self.head(self.embedding(src).sum(1) / lengths.unsqueeze(1))
+
+
+def separable(tokenizer: WordTokenizer, n: int) -> finetune.Labelled:
+    texts = [
+        "good great fine"[: 4 + i % 9] if i % 2 else "bad awful poor"[: 3 + i % 9] for i in range(n)
+    ]
+    return finetune.encode_labelled(tokenizer, texts, [i % 2 for i in range(n)])
+
+
+def test_fine_tuning_learns_a_separable_task():
+    tokenizer = WordTokenizer.build(["good great fine bad awful poor"])
+    torch.manual_seed(0)
+    model = BagOfWords(len(tokenizer))
+    history = finetune.train_classifier(
+        model, separable(tokenizer, 64), separable(tokenizer, 32), epochs=5, lr=0.05
+    )
+    assert history.epochs == [0, 1, 2, 3, 4, 5]
+    assert history.val_accuracy[-1] == 1.0
+    assert history.trainable == sum(p.numel() for p in model.parameters())
+
+
+def test_fine_tuning_trains_only_what_requires_grad():
+    tokenizer = WordTokenizer.build(["good great fine bad awful poor"])
+    model = BagOfWords(len(tokenizer))
+    model.embedding.requires_grad_(False)
+    before = model.embedding.weight.clone()
+    history = finetune.train_classifier(
+        model, separable(tokenizer, 16), separable(tokenizer, 8), epochs=1
+    )
+    assert torch.equal(model.embedding.weight, before)
+    assert history.trainable == 8 * 2 + 2
+    model.head.requires_grad_(False)
+    with pytest.raises(ValueError, match="no trainable parameter"):
+        finetune.train_classifier(model, separable(tokenizer, 16), separable(tokenizer, 8))
+
+
+def test_balanced_sample_is_balanced_and_seeded():
+    labels = [0] * 70 + [1] * 30
+    rows = finetune.balanced_sample(labels, 40, seed=3)
+    assert sum(labels[r] for r in rows) == 20 and len(set(rows)) == 40
+    assert rows == finetune.balanced_sample(labels, 40, seed=3)
+    assert rows != finetune.balanced_sample(labels, 40, seed=4)
+
+
+def test_summary_and_plot_report_mean_and_spread():
+    runs = [
+        finetune.ClassifierHistory([0, 1, 2], [0.5, 0.6, 0.7 + 0.02 * s], [math.nan, 1, 1], 1.0, 10)
+        for s in range(3)
+    ]
+    table = finetune.summary({"setup": runs}, at_epochs=[1, 2])
+    assert "60.0 ± 0.0" in table and "72.0 ± 2.0" in table
+    ax = finetune.plot_accuracy_curves({"setup": runs})
+    assert ax.get_ylabel() == "validation accuracy (%)"

@@ -14,7 +14,6 @@ c.CourseDirectory.db_url = os.environ.get(
 )
 
 # Seconds a cell may run while grading; a longer cell fails (and the others go on).
-c.ExecutePreprocessor.timeout = int(os.environ.get("COURSE_CELL_TIMEOUT", "120"))
 c.Execute.timeout = int(os.environ.get("COURSE_CELL_TIMEOUT", "120"))
 c.Execute.interrupt_on_timeout = True
 # Seconds to wait for the last outputs of a finished cell (4 s fails on a busy machine).

@@ -5,9 +5,9 @@
 Trains, with ``course.training.train_lm`` (the loop of assignment D), the reference-size models
 of the notebook for a fixed time each on a random token stream:
 
-- a Transformer LM built here from nn modules (embedding * sqrt(d), sinusoidal positions,
-  nn.TransformerEncoder with the causal mask, a Linear decoder), the same computation as the
-  notebook's TransformerModel (whose forward is the students' answer, so it is not in course/);
+- the Transformer LM of assignment E (``course.pretrain.TransformerLM``: embedding * sqrt(d),
+  sinusoidal positions, nn.TransformerEncoder with the causal mask, a Linear decoder), the same
+  computation as the notebook's TransformerModel of assignment D;
 - the course's LSTMModel of the same width and depth.
 
 It prints tokens per second and the model FLOPs per second they achieve, as a fraction of this
@@ -28,39 +28,12 @@ layer), as the dense kernel computes them, masked or not.
 from __future__ import annotations
 
 import argparse
-import math
 import time
 
 import torch
-from torch import nn
 
+from course.pretrain import TransformerLM
 from course.training import LSTMModel, count_parameters, train_lm
-
-
-class BenchTransformerLM(nn.Module):
-    """The notebook's TransformerModel, from plain nn modules (for timing only)."""
-
-    def __init__(self, ntokens: int, d_model: int, nhead: int, d_hid: int, nlayers: int) -> None:
-        super().__init__()
-        self.d_model = d_model
-        self.embedding = nn.Embedding(ntokens, d_model)
-        position = torch.arange(4096).unsqueeze(1)
-        frequency = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
-        table = torch.zeros(4096, d_model)
-        table[:, 0::2], table[:, 1::2] = (
-            torch.sin(position * frequency),
-            torch.cos(position * frequency),
-        )
-        self.register_buffer("pe", table)
-        self.dropout = nn.Dropout(0.2)
-        layer = nn.TransformerEncoderLayer(d_model, nhead, d_hid, 0.2, batch_first=True)
-        self.transformer_encoder = nn.TransformerEncoder(layer, nlayers, enable_nested_tensor=False)
-        self.decoder = nn.Linear(d_model, ntokens)
-
-    def forward(self, src: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
-        x = self.embedding(src) * math.sqrt(self.d_model)  # (B, L, D)
-        x = self.dropout(x + self.pe[: src.size(1)])
-        return self.decoder(self.transformer_encoder(x, mask=src_mask))  # (B, L, V)
 
 
 def matmul_flops_per_second(n: int = 2048, seconds: float = 3.0) -> float:
@@ -112,7 +85,7 @@ def main() -> None:
     torch.manual_seed(0)
     models = {
         "Transformer": (
-            BenchTransformerLM(V, d, args.nhead, args.d_hid, args.nlayers),
+            TransformerLM(V, d, args.nhead, args.d_hid, args.nlayers, dropout=0.2),
             transformer_flops_per_token(V, d, args.d_hid, args.nlayers, L),
         ),
         "LSTM": (

@@ -149,8 +149,9 @@ def diagnose_classifier_output(
         check(
             torch.allclose(model(more_padding, lengths), logits, atol=1e-5),
             "Adding more padding at the end changed the scores. A sentence's score must depend "
-            "on its real tokens only: take the state at position lengths[b] - 1 (not -1), and "
-            "keep the causal mask so that no real token attends to the padding after it.",
+            "on its real tokens only: take the state at position lengths[b] - 1 (not index -1, "
+            "which is padding in a shorter sentence), and keep the causal mask so that no real "
+            "token attends to the padding after it.",
         )
         noise = torch.randint_like(ids, 0, int(ids.max()) + 1)
         real = torch.arange(ids.size(1)) < lengths.unsqueeze(1)  # (B, L)
@@ -165,10 +166,12 @@ def diagnose_classifier_output(
         changed[torch.arange(batch), last] = (ids[torch.arange(batch), last] + 1) % (
             int(ids.max()) + 1
         )
+        same = (model(changed, lengths) - logits).abs().amax(dim=-1) < 1e-6  # (B,)
         check(
-            not torch.allclose(model(changed, lengths), logits, atol=1e-6),
-            "Changing the last real word of each sentence did not change its scores: the "
-            "representation does not use the whole sentence (did you take the first position?).",
+            not bool(same.any()),
+            f"Changing the last real word of sentence {int(same.nonzero()[0]) if same.any() else 0}"
+            " did not change its scores: the representation does not see the whole sentence "
+            "(did you take the first position?).",
         )
 
 

@@ -14,6 +14,7 @@ import torch
 from tqdm.auto import tqdm
 
 from course.mode import under_nbgrader
+from course.plots import tidy_log_axis
 
 
 def attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
@@ -134,6 +135,14 @@ def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tenso
     return torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
 
 
+# The three blocks of a translation model: what their score tables pair.
+BLOCKS = {
+    "encoder_self": "encoder self-attention (M x M)",
+    "decoder_encoder": "decoder-encoder (N x M)",
+    "decoder_self": "decoder self-attention (N x N)",
+}
+
+
 def time_attention_blocks(
     lengths: list[tuple[int, int]], width: int, repeats: int = 3
 ) -> dict[str, list[float]]:
@@ -141,23 +150,102 @@ def time_attention_blocks(
 
     For each (M, N) in ``lengths``: encoder self-attention (M queries, M keys), decoder-encoder
     attention (N queries, M keys) and decoder self-attention (N queries, N keys), width ``width``,
-    one head, float32 on the CPU.
+    one head, float32 on the CPU. The timing runs on one thread after an untimed warm-up call:
+    with several threads, each call also pays for starting and joining them, a fixed cost that
+    hides how the time grows with the lengths (and grows when other programs keep the cores busy).
     """
-    times: dict[str, list[float]] = {"encoder_self": [], "decoder_encoder": [], "decoder_self": []}
+    times: dict[str, list[float]] = {name: [] for name in BLOCKS}
     generator = torch.Generator().manual_seed(0)
-    for m, n in tqdm(lengths, desc="timing", leave=False):
-        src = torch.randn(m, width, generator=generator)
-        tgt = torch.randn(n, width, generator=generator)
-        blocks = {
-            "encoder_self": (src, src),
-            "decoder_encoder": (tgt, src),
-            "decoder_self": (tgt, tgt),
-        }
-        for name, (queries, memory) in blocks.items():
-            best = float("inf")
-            for _ in range(repeats):
-                start = time.perf_counter()
-                _attention(queries, memory, memory)
-                best = min(best, time.perf_counter() - start)
-            times[name].append(best)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for m, n in tqdm(lengths, desc="timing", leave=False):
+            src = torch.randn(m, width, generator=generator)
+            tgt = torch.randn(n, width, generator=generator)
+            blocks = {
+                "encoder_self": (src, src),
+                "decoder_encoder": (tgt, src),
+                "decoder_self": (tgt, tgt),
+            }
+            for name, (queries, memory) in blocks.items():
+                _attention(queries, memory, memory)  # warm-up
+                best = float("inf")
+                for _ in range(repeats):
+                    start = time.perf_counter()
+                    _attention(queries, memory, memory)
+                    best = min(best, time.perf_counter() - start)
+                times[name].append(best)
+    finally:
+        torch.set_num_threads(threads)
     return times
+
+
+def sweep_supports_fit(lengths: list[tuple[int, int]], times: dict[str, list[float]]) -> bool:
+    """Whether a timing sweep can support a fit of ``log t = c0 + p log M + r log N``.
+
+    False for fewer than 3 distinct values of M or of N (the tiny grid of grading mode), or
+    when the longest time is under a millisecond (fixed costs dominate the products).
+    """
+    distinct_m = {m for m, _ in lengths}
+    distinct_n = {n for _, n in lengths}
+    longest = max(t for seconds in times.values() for t in seconds)
+    return len(distinct_m) >= 3 and len(distinct_n) >= 3 and longest >= 1e-3
+
+
+def plot_attention_times(
+    lengths: list[tuple[int, int]],
+    times: dict[str, list[float]],
+    fits: dict[str, tuple[float, float]] | None = None,
+) -> None:
+    """Plot the times of :func:`time_attention_blocks`, one panel per block.
+
+    Each panel draws the time against the source length M, one line per target length N, on
+    log-log axes with a tick at each M. ``fits`` maps a block to its fitted exponents (p, r) of
+    ``t ~ M^p N^r``: they go in the panel titles and are printed. Without fits (a sweep too
+    small to fit, see :func:`sweep_supports_fit`), the figure and the printout say why.
+    """
+    fits = fits or {}
+    ms = sorted({m for m, _ in lengths})
+    ns = sorted({n for _, n in lengths})
+    fig, axes = plt.subplots(1, 3, figsize=(9.5, 3.6), sharey=True, layout="constrained")
+    colours = plt.get_cmap("viridis")
+    for ax, (block, name) in zip(axes, BLOCKS.items(), strict=True):
+        for i, n in enumerate(ns):
+            pts = [(m, t) for (m, nn), t in zip(lengths, times[block], strict=True) if nn == n]
+            ax.plot(
+                [m for m, _ in pts],
+                [1000 * t for _, t in pts],
+                "o-",
+                color=colours(i / max(1, len(ns) - 1) * 0.85),
+                markersize=4,
+                label=f"N = {n}",
+            )
+        fit = fits.get(block)
+        if fit is None:
+            ax.set_title(name, fontsize=10.5)
+        else:
+            power = f"$t \\propto M^{{{fit[0]:.2f}}}\\, N^{{{fit[1]:.2f}}}$"
+            ax.set_title(f"{name}\nfit: {power}", fontsize=10.5)
+        ax.set_xlabel("source length M")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        tidy_log_axis(ax.xaxis, ms, ticks_at_values=True)
+        ax.grid(alpha=0.3)
+    every = [1000 * t for block in BLOCKS for t in times[block]]
+    tidy_log_axis(axes[0].yaxis, every)
+    axes[0].set_ylabel("milliseconds (best of the repeats)")
+    fig.legend(
+        *axes[0].get_legend_handles_labels(),
+        loc="outside right center",
+        title="target length",
+        fontsize=9,
+    )
+    if not fits:
+        note = (
+            f"only {len(ms)} x {len(ns)} lengths, longest time {max(every):.2g} ms: "
+            "too small a sweep to fit exponents"
+        )
+        fig.suptitle(note, fontsize=10)
+        print(f"No fit: {note} (the full run, outside grading mode, fits them).")
+    for block, (p, r) in fits.items():
+        print(f"{block:<16} t ~ M^{p:.2f} N^{r:.2f}")

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
+from matplotlib.ticker import FuncFormatter, LogLocator
 from torch import nn
 
 GROUPS = ("embedding", "attention", "feed-forward", "norms", "head")
@@ -55,19 +56,35 @@ def groups_table(models: Mapping[str, Mapping[str, int]]) -> str:
 
 
 def groups_bar_chart(models: Mapping[str, Mapping[str, int]], title: str) -> Axes:
-    """Grouped bars: for each group, one bar per model (log scale: the groups differ a lot)."""
-    _, ax = plt.subplots(figsize=(8, 3.8), layout="constrained")
-    width = 0.8 / len(models)
+    """Grouped horizontal bars: for each group, one bar per model, its count written at its end.
+
+    The scale is logarithmic (the groups differ by orders of magnitude); a group with no
+    parameters gets no bar, only its count (0).
+    """
+    _, ax = plt.subplots(figsize=(9, 0.9 + 0.4 * len(GROUPS) * len(models)), layout="constrained")
+    height = 0.8 / len(models)
+    largest = max(max(counts.values()) for counts in models.values())
     for i, (label, counts) in enumerate(models.items()):
-        xs = [g + (i - (len(models) - 1) / 2) * width for g in range(len(GROUPS))]
-        values = [max(counts[g], 0.5) for g in GROUPS]  # log scale: show 0 as a stub
-        bars = ax.bar(xs, values, width, label=label)
-        ax.bar_label(bars, [f"{counts[g]:,}" for g in GROUPS], fontsize=7, rotation=90, padding=2)
-    ax.set_xticks(range(len(GROUPS)), GROUPS)
-    ax.set_yscale("log")
-    ax.set_ylim(1, 1e11)
-    ax.set_ylabel("parameters (log scale)")
+        ys = [g + (i - (len(models) - 1) / 2) * height for g in range(len(GROUPS))]
+        values = [max(counts[g], 1) for g in GROUPS]  # log scale: 0 drawn as an empty bar
+        bars = ax.barh(ys, values, height, label=label)
+        ax.bar_label(bars, [f"{counts[g]:,}" for g in GROUPS], fontsize=9, padding=3)
+    ax.set_yticks(range(len(GROUPS)), GROUPS, fontsize=11)
+    ax.invert_yaxis()  # the first group on top
+    ax.set_xscale("log")
+    ax.set_xlim(1, largest * 300)  # room for the counts at the ends of the bars
+    ax.xaxis.set_major_locator(LogLocator(base=10, numticks=20))  # one tick per power of 10
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _short_count(v)))
+    ax.set_xlabel("parameters (log scale: each grid line is 10 times the previous one)")
     ax.set_title(title)
-    ax.legend(loc="upper center", ncols=len(models))
-    ax.grid(alpha=0.3, axis="y")
+    ax.legend(loc="lower right")
+    ax.grid(alpha=0.3, axis="x")
     return ax
+
+
+def _short_count(value: float) -> str:
+    """1, 10, 100, 1k, 10k, ..., 1M, ..., 1B: tick labels of a count axis."""
+    for size, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if value >= size:
+            return f"{value / size:g}{suffix}"
+    return f"{value:g}"

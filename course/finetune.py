@@ -156,7 +156,13 @@ def plot_accuracy_curves(
     for name, runs in results.items():
         epochs = runs[0].epochs
         table = torch.tensor([run.val_accuracy for run in runs]) * 100  # (seeds, epochs + 1)
-        ax.plot(epochs, table.mean(0), marker="o", linewidth=2, label=f"{name} ({len(runs)} seeds)")
+        ax.plot(
+            epochs,
+            table.mean(0),
+            marker="o",
+            linewidth=2,
+            label=f"{name} ({len(runs)} seed{'s' if len(runs) > 1 else ''})",
+        )
         ax.fill_between(epochs, table.min(0).values, table.max(0).values, alpha=0.2)
     ax.axhline(50, color="grey", linestyle=":", linewidth=1, label="chance (50%)")
     ax.set_xlabel("epoch (0 = before fine-tuning)")

@@ -1,6 +1,6 @@
 """Pretraining the small Transformer language model that assignment E fine-tunes.
 
-    python -m course.pretrain                       # writes course/checkpoints/review_lm.pt
+    python -m course.pretrain                       # 1,500 steps: checkpoints/review_lm.pt
     python -m course.pretrain --minutes 1 --out /tmp/lm.pt    # a quick try
 
 The model is assignment D's language model (:class:`TransformerLM`: embedding scaled by
@@ -16,9 +16,9 @@ model has read. The vocabulary is built from the review sentences only, since th
 the classifier will read.
 
 The checkpoint holds the weights (float16, to keep the file small; the positional table is
-rebuilt on loading) and, beside them, everything
-needed to reproduce and judge them: the model configuration, the vocabulary, the seed, the
-SHA-256 of the pretraining text, the training budget and the validation loss it reached.
+rebuilt on loading) and, beside them, everything needed to reproduce and judge them: the model
+configuration, the vocabulary, the seed, the SHA-256 of the pretraining text, the training budget
+and the validation loss it reached.
 """
 
 from __future__ import annotations

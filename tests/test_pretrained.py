@@ -48,7 +48,7 @@ def test_checkpoint_was_made_from_the_shipped_text(shipped, texts):
     assert info["data"]["reviews"] == len(texts["reviews"])
 
 
-def test_pretrained_perplexity_is_far_below_an_untrained_model(shipped):
+def test_pretrained_perplexity_is_far_below_an_untrained_model(shipped, texts):
     model, tokenizer, info = shipped
     val_x, val_y = pretrain.review_validation_rows(tokenizer)
     pretrained = math.exp(training.evaluate_lm(model, val_x, val_y))
@@ -60,7 +60,7 @@ def test_pretrained_perplexity_is_far_below_an_untrained_model(shipped):
     assert pretrained < untrained / 10, (pretrained, untrained)
     unigram = math.exp(
         training.unigram_cross_entropy(
-            tokenizer.encode_corpus(pretrain.pretraining_texts()["reviews"]),
+            tokenizer.encode_corpus(texts["reviews"]),
             val_y.flatten(),
             len(tokenizer),
         )

@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: setup demo test lint lab release benchmark clean
+.PHONY: setup demo test test-fast lint lab release benchmark clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,9 @@ lint: setup  ## ruff lint and format check
 test: lint  ## the whole test suite (lint first); installs Chromium for the browser tests
 	bash tools/install_browser.sh
 	$(BIN)/python -m pytest
+
+test-fast: lint  ## checks, pipeline units and repository checks, no grading run (under 3 minutes)
+	$(BIN)/python -m pytest -m "not slow"
 
 lab: setup  ## JupyterLab on the student notebooks
 	$(BIN)/jupyter lab $(ROOT_FLAG) --notebook-dir=release

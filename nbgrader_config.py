@@ -18,10 +18,10 @@ c.Execute.timeout = int(os.environ.get("COURSE_CELL_TIMEOUT", "120"))
 c.Execute.interrupt_on_timeout = True
 # Seconds to wait for the last outputs of a finished cell (4 s fails on a busy machine).
 c.Execute.iopub_timeout = 60
-# Kernels on private Unix sockets: parallel grading never races for TCP ports (course/kernels.py).
-c.Execute.kernel_manager_class = "course.kernels.IsolatedKernelManager"
+# Kernels on private Unix sockets: parallel grading never races for TCP ports (grader/kernels.py).
+c.Execute.kernel_manager_class = "grader.kernels.IsolatedKernelManager"
 
-# Limits on one submission while it is graded (course/sandbox.py says what is enforced where).
+# Limits on one submission while it is graded (grader/sandbox.py says what is enforced where).
 c.Limits.submission_seconds = int(os.environ.get("COURSE_SUBMISSION_SECONDS", "900"))
 c.Limits.memory_mb = int(os.environ.get("COURSE_MEMORY_MB", "8192"))
 c.Limits.file_size_mb = 512

@@ -15,8 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from course import demo, pipeline
-from course.paths import use_this_python
+from grader import demo, pipeline
+from grader.paths import use_this_python
 
 REPO = Path(__file__).resolve().parents[1]
 

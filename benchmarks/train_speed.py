@@ -5,10 +5,10 @@
 Trains, with ``course.training.train_lm`` (the loop of assignment D), the reference-size models
 of the notebook for a fixed time each on a random token stream:
 
-- the Transformer LM of assignment E (``course.pretrain.TransformerLM``: embedding * sqrt(d),
+- the Transformer LM of assignment E (``TransformerLM`` of E's read-only cell: embedding * sqrt(d),
   sinusoidal positions, nn.TransformerEncoder with the causal mask, a Linear decoder), the same
   computation as the notebook's TransformerModel of assignment D;
-- the course's LSTMModel of the same width and depth.
+- D's LSTMModel (``course.d_language_model.baselines``) of the same width and depth.
 
 It prints tokens per second and the model FLOPs per second they achieve, as a fraction of this
 machine's float32 matmul FLOP/s, measured in the same run on a large square torch.matmul.
@@ -28,12 +28,19 @@ layer), as the dense kernel computes them, masked or not.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import torch
 
-from course.pretrain import TransformerLM
-from course.training import LSTMModel, count_parameters, train_lm
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository, for tools/
+
+from course.d_language_model.baselines import LSTMModel  # noqa: E402
+from course.training import train_lm  # noqa: E402
+from tools.pretrain_review_lm import given_lm  # noqa: E402
+
+GIVEN = given_lm()  # D's model as E's notebook gives it: TransformerLM, causal_mask
 
 
 def matmul_flops_per_second(n: int = 2048, seconds: float = 3.0) -> float:
@@ -85,7 +92,7 @@ def main() -> None:
     torch.manual_seed(0)
     models = {
         "Transformer": (
-            TransformerLM(V, d, args.nhead, args.d_hid, args.nlayers, dropout=0.2),
+            GIVEN.TransformerLM(V, d, args.nhead, args.d_hid, args.nlayers, dropout=0.2),
             transformer_flops_per_token(V, d, args.d_hid, args.nlayers, L),
         ),
         "LSTM": (
@@ -103,19 +110,21 @@ def main() -> None:
             y,
             x[:8],
             y[:8],
+            causal_mask=GIVEN.causal_mask,
             batch_size=args.batch,
             max_steps=3,
             time_budget_s=None,
             progress=False,
         )
         history = train_lm(
-            model, x, y, x[:8], y[:8], batch_size=args.batch, time_budget_s=args.seconds,
+            model, x, y, x[:8], y[:8], causal_mask=GIVEN.causal_mask, batch_size=args.batch,
+            time_budget_s=args.seconds,
             eval_every=10**9, progress=False,
         )  # fmt: skip
         rate = history.tokens_per_second
         achieved = rate * flops_per_token
         rows.append(
-            f"{name:<12} {count_parameters(model):>10,} {p_matmul:>10,} "
+            f"{name:<12} {sum(p.numel() for p in model.parameters()):>10,} {p_matmul:>10,} "
             f"{flops_per_token / 1e6:>10.2f} {rate:>10,.0f} {achieved / 1e9:>10.2f} "
             f"{achieved / peak:>10.1%}"
         )

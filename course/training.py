@@ -1,10 +1,12 @@
-"""Training and evaluating language models for assignment D (no graded answer lives here).
+"""Training and evaluating language models, for assignments D and E (no graded answer here).
 
 The loop takes any model whose ``forward(src, src_mask)`` maps token ids ``(B, L)`` to logits
-``(B, L, V)``: the students' Transformer and the :class:`LSTMModel` below train with the same code,
-on the same batches, for the same time budget, so their numbers can be compared.
+``(B, L, V)``: the students' Transformer and D's LSTM train with the same code, on the same
+batches, for the same time budget, so their numbers can be compared. The causal mask is the
+notebook's own function (assignment A's answer, given in D and E), passed as ``causal_mask``.
 
-    history = train_lm(model, train_x, train_y, val_x, val_y, time_budget_s=120)
+    history = train_lm(model, train_x, train_y, val_x, val_y,
+                       causal_mask=generate_square_subsequent_mask, time_budget_s=120)
     plot_validation_curves({"Transformer": history}, to_perplexity=perplexity)
 
 Inputs and targets are prepared once, as two LongTensors ``(n, L)`` (targets = inputs shifted by
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -26,43 +27,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-Mask = torch.Tensor | None
-
-
-def causal_mask(length: int, device: torch.device | str = "cpu") -> torch.Tensor:
-    """PyTorch's float causal mask ``(length, length)``: 0 on and below the diagonal, -inf above."""
-    return nn.Transformer.generate_square_subsequent_mask(length, device=torch.device(device))
-
-
-class LSTMModel(nn.Module):
-    """A word-level LSTM language model: embedding, LSTM layers, a Linear layer to the vocabulary.
-
-    It takes the same arguments as the Transformer's forward, ``(src (B, L), src_mask)``, and
-    ignores the mask: an LSTM reads left to right, so it cannot see the future anyway.
-    """
-
-    def __init__(
-        self, ntokens: int, d_model: int, d_hid: int, nlayers: int, dropout: float = 0.2
-    ) -> None:
-        super().__init__()
-        self.embedding = nn.Embedding(ntokens, d_model)
-        self.dropout = nn.Dropout(dropout)
-        self.lstm = nn.LSTM(
-            d_model, d_hid, nlayers, batch_first=True, dropout=dropout if nlayers > 1 else 0.0
-        )
-        self.project = nn.Linear(d_hid, d_model) if d_hid != d_model else nn.Identity()
-        self.decoder = nn.Linear(d_model, ntokens)
-
-    def forward(self, src: torch.Tensor, src_mask: Mask = None) -> torch.Tensor:
-        """src: (B, L) token ids -> logits (B, L, ntokens). ``src_mask`` is ignored."""
-        x = self.dropout(self.embedding(src))  # (B, L, d_model)
-        h, _ = self.lstm(x)  # (B, L, d_hid)
-        return self.decoder(self.dropout(self.project(h)))  # (B, L, ntokens)
-
-
-def count_parameters(model: nn.Module) -> int:
-    """Number of trainable parameters."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+MaskFn = Callable[[int], torch.Tensor]  # length L -> additive mask (L, L)
 
 
 @dataclass
@@ -94,8 +59,8 @@ def evaluate_lm(
     model: nn.Module,
     inputs: torch.Tensor,
     targets: torch.Tensor,
+    causal_mask: MaskFn | None,
     batch_size: int = 64,
-    causal: bool = True,
 ) -> float:
     """Mean negative log-likelihood per token (nats) of ``targets`` given ``inputs``.
 
@@ -103,12 +68,13 @@ def evaluate_lm(
         model: forward(src (B, L), src_mask) -> logits (B, L, V). Put in eval mode here, and
             put back in the mode it had.
         inputs, targets: LongTensors (n, L).
+        causal_mask: the notebook's mask function (length -> (L, L) mask), or None to run
+            without a mask (the no-mask experiment).
         batch_size: rows per forward pass.
-        causal: pass the causal mask (False passes None, for the no-mask experiment).
     """
     was_training = model.training
     model.eval()
-    mask = causal_mask(inputs.size(1), inputs.device) if causal else None
+    mask = None if causal_mask is None else causal_mask(inputs.size(1)).to(inputs.device)
     total = torch.zeros((), dtype=torch.float64)
     for start in range(0, inputs.size(0), batch_size):
         x, y = inputs[start : start + batch_size], targets[start : start + batch_size]
@@ -128,6 +94,7 @@ def train_lm(
     val_inputs: torch.Tensor,
     val_targets: torch.Tensor,
     *,
+    causal_mask: MaskFn | None,
     batch_size: int = 32,
     lr: float = 1e-3,
     weight_decay: float = 0.01,
@@ -135,7 +102,6 @@ def train_lm(
     time_budget_s: float | None = 60.0,
     max_steps: int | None = None,
     eval_every: int = 100,
-    causal: bool = True,
     seed: int = 0,
     progress: bool = True,
     desc: str = "training",
@@ -152,13 +118,14 @@ def train_lm(
         model: forward(src (B, L), src_mask) -> logits (B, L, V).
         train_inputs, train_targets: LongTensors (n, L), targets = inputs shifted by one token.
         val_inputs, val_targets: the same for the validation split.
+        causal_mask: the notebook's mask function (length -> (L, L) mask: assignment A's
+            ``generate_square_subsequent_mask``), or None to train without a mask.
         batch_size: rows per step.
         lr, weight_decay: AdamW settings.
         clip: largest gradient norm (gradient clipping).
         time_budget_s: seconds of training (evaluation excluded); None for no time limit.
         max_steps: largest number of steps; None for no step limit.
         eval_every: steps between evaluations.
-        causal: pass the causal mask to the model (False trains without it).
         seed: seed of the batch order (and of dropout).
         progress: show a tqdm progress bar.
         desc: label of the progress bar.
@@ -172,7 +139,7 @@ def train_lm(
         raise ValueError("no training rows")
     torch.manual_seed(seed)
     order_gen = torch.Generator().manual_seed(seed)
-    mask = causal_mask(length, train_inputs.device) if causal else None
+    mask = None if causal_mask is None else causal_mask(length).to(train_inputs.device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     history = History()
     running = torch.zeros(())  # sum of the losses since the last evaluation, on-tensor
@@ -195,7 +162,7 @@ def train_lm(
         history.tokens.append(history.total_tokens)
         history.seconds.append(train_seconds)
         history.train_loss.append(float(running) / since_eval if since_eval else math.nan)
-        history.val_loss.append(evaluate_lm(model, val_inputs, val_targets, 64, causal))
+        history.val_loss.append(evaluate_lm(model, val_inputs, val_targets, causal_mask))
         running, since_eval = torch.zeros(()), 0
         bar.set_postfix(val_loss=f"{history.val_loss[-1]:.3f}")
 
@@ -231,18 +198,6 @@ def train_lm(
     history.train_seconds = train_seconds
     model.eval()
     return history
-
-
-def unigram_cross_entropy(
-    train_stream: torch.Tensor, val_stream: torch.Tensor, vocab_size: int
-) -> float:
-    """Mean NLL (nats) of ``val_stream`` under train-set word frequencies, add-one smoothed.
-
-    p(w) = (count_train(w) + 1) / (N_train + V): the best a model can do that ignores context.
-    """
-    counts = torch.bincount(train_stream, minlength=vocab_size).double() + 1.0  # (V,)
-    log_p = counts.log() - counts.sum().log()
-    return float(-log_p[val_stream].mean())
 
 
 def plot_validation_curves(
@@ -284,8 +239,8 @@ def generate(
     model: nn.Module,
     prompt_ids: list[int],
     n_tokens: int,
+    causal_mask: MaskFn | None,
     temperature: float = 1.0,
-    causal: bool = True,
     context: int = 64,
     seed: int = 0,
 ) -> list[int]:
@@ -302,7 +257,7 @@ def generate(
     ids = list(prompt_ids)
     for _ in range(n_tokens):
         src = torch.tensor([ids[-context:]])  # (1, L)
-        mask = causal_mask(src.size(1)) if causal else None
+        mask = None if causal_mask is None else causal_mask(src.size(1))
         last = model(src, mask)[0, -1]  # (V,)
         if temperature <= 0:
             ids.append(int(last.argmax()))
@@ -310,9 +265,3 @@ def generate(
             probs = torch.softmax(last.double() / temperature, dim=-1)
             ids.append(int(torch.multinomial(probs, 1, generator=gen)))
     return ids[len(prompt_ids) :]
-
-
-def most_common_words(stream: torch.Tensor, itos: list[str], k: int = 10) -> list[tuple[str, int]]:
-    """The ``k`` most frequent tokens of a stream, with their counts (for a quick look)."""
-    counts = Counter(stream.tolist())
-    return [(itos[i], c) for i, c in counts.most_common(k)]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from course import demo
-from course.paths import assignments, use_this_python
+from grader import demo
+from grader.paths import assignments, use_this_python
 
 REPO = Path(__file__).resolve().parents[1]
 # All assignments; COURSE_ASSIGNMENTS=a_masks,b_attention narrows a local run while authoring.

@@ -22,7 +22,7 @@ import pytest
 from nbformat import NotebookNode
 from nbgrader.api import Gradebook
 
-from course import demo, pipeline, report
+from grader import demo, pipeline, report
 from tests.conftest import make_course_copy
 
 ASSIGNMENT = "a_masks"
@@ -94,11 +94,11 @@ CASES: dict[str, Callable[[NotebookNode], NotebookNode] | str] = {
     ),
     "patch_helpers": set_code(
         MASK,
-        "import course.grading\ncourse.grading.check_close = lambda *a, **k: None\n"
+        "import course.testcells\ncourse.testcells.check_close = lambda *a, **k: None\n"
         f"checks.diagnose_causal_mask = lambda mask, sz: mask\n\n{WRONG_MASK}",
     ),
     "edit_sys_modules": set_code(
-        MASK, f"import sys\nsys.modules['course.checks.masks'] = None\n\n{WRONG_MASK}"
+        MASK, f"import sys\nsys.modules['course.a_masks.checks'] = None\n\n{WRONG_MASK}"
     ),
     "uses_hidden_reference": set_code(MASK, f"def {MASK}(sz):\n    return _reference_mask(sz)\n"),
     "reads_solutions": set_code(
@@ -252,7 +252,7 @@ def test_interrupted_run_keeps_the_gradebook(adversarial_class: Path, tmp_path: 
     root = tmp_path / "course"
     subprocess.run(["cp", "-a", str(adversarial_class), str(root)], check=True)
     before = {s: scores(root, s) for s in HONEST}
-    command = [sys.executable, "-m", "course.cli", "--root", str(root), "autograde", ASSIGNMENT]
+    command = [sys.executable, "-m", "grader.cli", "--root", str(root), "autograde", ASSIGNMENT]
     command += ["--jobs", "1", *[f"--student={s}" for s in HONEST]]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     first = process.stdout.readline()  # one student graded and saved

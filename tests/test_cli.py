@@ -12,12 +12,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course import integrity
-from course.cli import main
-from course.submission import read_notebook
+from grader import tampering
+from grader.cli import main
+from grader.submission import read_notebook
 from tests.conftest import ASSIGNMENTS, REPO
 
-COURSE = [sys.executable, "-m", "course.cli"]
+COURSE = [sys.executable, "-m", "grader.cli"]
 
 
 def course(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
@@ -103,7 +103,7 @@ def test_feedback_hides_hidden_tests(graded_class: Path) -> None:
     for assignment in ASSIGNMENTS:
         hidden_lines, open_text = set(), ""
         for nb_path in (graded_class / "source" / assignment).glob("*.ipynb"):
-            hidden, visible = integrity.split_hidden(read_notebook(nb_path))
+            hidden, visible = tampering.split_hidden(read_notebook(nb_path))
             hidden_lines |= {line.strip() for line in hidden if len(line.strip()) > 25}
             open_text += "\n".join(line.strip() for line in visible)
         # A hidden line that the visible code also contains may be shown.

@@ -14,8 +14,8 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from course import demo, pipeline
-from course.selfcheck import error_message
+from grader import demo, pipeline
+from grader.selfcheck import error_message
 from tests.conftest import ASSIGNMENTS, REPO
 
 STUDENTS = [(a, s) for a in ASSIGNMENTS for s in demo.descriptions(REPO, a)]

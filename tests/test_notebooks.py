@@ -7,8 +7,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course import pipeline, selfcheck
-from course.submission import read_notebook
+from grader import pipeline, selfcheck
+from grader.submission import read_notebook
 from tests.conftest import ASSIGNMENTS, REPO, make_course_copy
 
 SOURCES = sorted(REPO.glob("source/*/*.ipynb"))

@@ -14,24 +14,33 @@ import pytest
 import torch
 from torch import nn
 
-from course import finetune, pretrain, training
+from course import training
+from course.d_language_model.baselines import unigram_cross_entropy
 from course.data import WordTokenizer, load_polarity
+from course.e_pretraining import checkpoint, finetune, text
+from tools import pretrain_review_lm as pretrain
 
 matplotlib.use("Agg")
 
 
 @pytest.fixture(scope="module")
-def shipped() -> tuple[pretrain.TransformerLM, WordTokenizer, dict]:
-    return pretrain.load_pretrained()
+def given():
+    """D's model as E's notebook gives it (its read-only cell ``given_lm``)."""
+    return pretrain.given_lm()
+
+
+@pytest.fixture(scope="module")
+def shipped(given) -> tuple[nn.Module, WordTokenizer, dict]:
+    return checkpoint.load_pretrained(given.TransformerLM)
 
 
 @pytest.fixture(scope="module")
 def texts() -> dict[str, list[str]]:
-    return pretrain.pretraining_texts()
+    return text.pretraining_texts()
 
 
 def test_checkpoint_is_small_and_documented(shipped):
-    size_mb = pretrain.CHECKPOINT.stat().st_size / 1e6
+    size_mb = checkpoint.SHIPPED.stat().st_size / 1e6
     assert size_mb < 5, f"the committed checkpoint weighs {size_mb:.1f} MB"
     model, tokenizer, info = shipped
     for key in ("config", "seed", "data_sha256", "data", "train", "val_loss", "untrained_val_loss"):
@@ -41,25 +50,25 @@ def test_checkpoint_is_small_and_documented(shipped):
 
 def test_checkpoint_was_made_from_the_shipped_text(shipped, texts):
     _, _, info = shipped
-    assert info["data_sha256"] == pretrain.text_hash(texts), (
+    assert info["data_sha256"] == text.text_hash(texts), (
         "the pretraining text has changed since the checkpoint was made: re-run "
-        "`python -m course.pretrain`"
+        "`python tools/pretrain_review_lm.py`"
     )
     assert info["data"]["reviews"] == len(texts["reviews"])
 
 
-def test_pretrained_perplexity_is_far_below_an_untrained_model(shipped, texts):
+def test_pretrained_perplexity_is_far_below_an_untrained_model(given, shipped, texts):
     model, tokenizer, info = shipped
-    val_x, val_y = pretrain.review_validation_rows(tokenizer)
-    pretrained = math.exp(training.evaluate_lm(model, val_x, val_y))
+    stream = tokenizer.encode_corpus(text.review_validation_sentences())
+    val_x, val_y = given.make_lm_batches(stream, 64)
+    pretrained = math.exp(training.evaluate_lm(model, val_x, val_y, given.causal_mask))
     torch.manual_seed(0)
-    untrained = math.exp(
-        training.evaluate_lm(pretrain.TransformerLM(**info["config"]), val_x, val_y)
-    )
+    untrained_model = given.TransformerLM(**info["config"])
+    untrained = math.exp(training.evaluate_lm(untrained_model, val_x, val_y, given.causal_mask))
     assert pretrained == pytest.approx(math.exp(info["val_loss"]), rel=0.02)
     assert pretrained < untrained / 10, (pretrained, untrained)
     unigram = math.exp(
-        training.unigram_cross_entropy(
+        unigram_cross_entropy(
             tokenizer.encode_corpus(texts["reviews"]),
             val_y.flatten(),
             len(tokenizer),
@@ -71,7 +80,7 @@ def test_pretrained_perplexity_is_far_below_an_untrained_model(shipped, texts):
 
 
 def test_no_validation_or_test_sentence_in_the_pretraining_text(texts):
-    polarity = load_polarity(seed=pretrain.SPLIT_SEED)
+    polarity = load_polarity(seed=text.SPLIT_SEED)
     held_out = list(polarity["validation"]["text"]) + list(polarity["test"]["text"])
 
     def words(text: str) -> str:
@@ -84,7 +93,7 @@ def test_no_validation_or_test_sentence_in_the_pretraining_text(texts):
 
 
 def test_pretraining_reviews_come_from_the_training_split(texts):
-    train = set(load_polarity(seed=pretrain.SPLIT_SEED)["train"]["text"])
+    train = set(load_polarity(seed=text.SPLIT_SEED)["train"]["text"])
     reviews = texts["reviews"] + texts["review_validation"]
     assert all(line in train for line in reviews)
     assert len(reviews) > 0.99 * len(train)
@@ -92,23 +101,32 @@ def test_pretraining_reviews_come_from_the_training_split(texts):
 
 def test_leak_filter_drops_lines_that_contain_a_held_out_sentence():
     lines = ["a fine film . a mess .", "a messy plot", "nothing here"]
-    assert pretrain._without_leaks(lines, ["a mess ."]) == ["a messy plot", "nothing here"]
+    assert text._without_leaks(lines, ["a mess ."]) == ["a messy plot", "nothing here"]
 
 
 def test_pretrain_runs_and_saves_what_it_measured(tmp_path, monkeypatch):
     small = {"reviews": ["a good film ."] * 40, "review_validation": ["a bad film ."] * 10}
     monkeypatch.setattr(pretrain, "pretraining_texts", lambda seed=0: {**small, "novels": []})
-    checkpoint = pretrain.pretrain(minutes=0.02, seq_len=8, config={"d_model": 16, "d_hid": 32})
-    torch.save(checkpoint, tmp_path / "lm.pt")
-    model, tokenizer, info = pretrain.load_pretrained(tmp_path / "lm.pt")
+    made = pretrain.pretrain(minutes=0.02, seq_len=8, config={"d_model": 16, "d_hid": 32})
+    torch.save(made, tmp_path / "lm.pt")
+    given = pretrain.given_lm()
+    model, tokenizer, info = checkpoint.load_pretrained(given.TransformerLM, tmp_path / "lm.pt")
     assert info["train"]["steps"] > 0
     assert info["val_loss"] < info["untrained_val_loss"]
     assert model.decoder.out_features == len(tokenizer)
 
 
-def test_missing_checkpoint_says_how_to_get_one(tmp_path):
-    with pytest.raises(FileNotFoundError, match="python -m course.pretrain"):
-        pretrain.load_pretrained(tmp_path / "none.pt")
+def test_missing_checkpoint_says_how_to_get_one(given, tmp_path):
+    with pytest.raises(FileNotFoundError, match="tools/pretrain_review_lm.py"):
+        checkpoint.load_pretrained(given.TransformerLM, tmp_path / "none.pt")
+
+
+def test_a_checkpoint_that_does_not_fit_the_class_says_so(tmp_path):
+    model = nn.Linear(3, 2)
+    torch.save({"config": {"in_features": 3, "out_features": 2}, "state_dict": {"x": torch.ones(1)},
+                "vocab": ["<pad>"]}, tmp_path / "bad.pt")  # fmt: skip
+    with pytest.raises(ValueError, match="does not fit Linear"):
+        checkpoint.load_pretrained(type(model), tmp_path / "bad.pt")
 
 
 # ----------------------------------------------------------------------------- fine-tuning

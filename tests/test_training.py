@@ -1,4 +1,4 @@
-"""Tests for course.training: the language-model loop, the LSTM, baselines, plots, generation."""
+"""Tests for course.training (the language-model loop, plots, generation) and D's baselines."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from course import training
+from course.d_language_model.baselines import LSTMModel, unigram_cross_entropy
 
 matplotlib.use("Agg")
 
@@ -42,33 +43,31 @@ def cyclic() -> tuple[torch.Tensor, torch.Tensor]:
     return pairs(torch.arange(2000) % 10, 8)
 
 
-def test_causal_mask_is_pytorchs() -> None:
-    inf = float("-inf")
-    expected = torch.tensor([[0.0, inf, inf], [0.0, 0.0, inf], [0.0, 0.0, 0.0]])
-    assert torch.equal(training.causal_mask(3), expected)
+def causal(length: int) -> torch.Tensor:
+    """The causal mask, as the notebooks give it to the loop (written here: not in course/)."""
+    return torch.full((length, length), float("-inf")).triu(1)
 
 
 def test_lstm_shapes_ignores_mask_and_is_causal() -> None:
     torch.manual_seed(0)
-    model = training.LSTMModel(20, 8, 12, 2, dropout=0.0).eval()
+    model = LSTMModel(20, 8, 12, 2, dropout=0.0).eval()
     src = torch.randint(0, 20, (3, 6))
     with torch.no_grad():
-        out = model(src, training.causal_mask(6))
+        out = model(src, causal(6))
         assert out.shape == (3, 6, 20)
         assert torch.equal(out, model(src))
         changed = src.clone()
         changed[:, 4:] = (changed[:, 4:] + 1) % 20
         assert torch.allclose(model(changed)[:, :4], out[:, :4])
-    assert training.count_parameters(model) == sum(p.numel() for p in model.parameters())
 
 
 def test_train_lm_learns_a_deterministic_sequence(cyclic) -> None:
     x, y = cyclic
     torch.manual_seed(0)
     model = TinyTransformerLM(10)
-    before = training.evaluate_lm(model, x[:16], y[:16])
+    before = training.evaluate_lm(model, x[:16], y[:16], causal)
     history = training.train_lm(
-        model, x, y, x[:16], y[:16], batch_size=16, lr=3e-3, time_budget_s=None,
+        model, x, y, x[:16], y[:16], causal_mask=causal, batch_size=16, lr=3e-3, time_budget_s=None,
         max_steps=60, eval_every=20, progress=False,
     )  # fmt: skip
     assert history.total_steps == 60
@@ -83,10 +82,10 @@ def test_train_lm_learns_a_deterministic_sequence(cyclic) -> None:
 
 def test_train_lm_time_budget_and_final_evaluation(cyclic) -> None:
     x, y = cyclic
-    model = training.LSTMModel(10, 8, 8, 1, dropout=0.0)
+    model = LSTMModel(10, 8, 8, 1, dropout=0.0)
     history = training.train_lm(
-        model, x, y, x[:4], y[:4], batch_size=8, time_budget_s=0.3, eval_every=10_000,
-        progress=False,
+        model, x, y, x[:4], y[:4], causal_mask=None, batch_size=8, time_budget_s=0.3,
+        eval_every=10_000, progress=False,
     )  # fmt: skip
     assert history.total_steps >= 1
     assert 0.3 <= history.train_seconds < 5
@@ -95,11 +94,11 @@ def test_train_lm_time_budget_and_final_evaluation(cyclic) -> None:
 
 def test_train_lm_rejects_bad_arguments(cyclic) -> None:
     x, y = cyclic
-    model = training.LSTMModel(10, 8, 8, 1)
+    model = LSTMModel(10, 8, 8, 1)
     with pytest.raises(ValueError, match="budget"):
-        training.train_lm(model, x, y, x, y, time_budget_s=None, max_steps=None)
+        training.train_lm(model, x, y, x, y, causal_mask=None, time_budget_s=None, max_steps=None)
     with pytest.raises(ValueError, match="two"):
-        training.train_lm(model, x, y[:, :-1], x, y, max_steps=1)
+        training.train_lm(model, x, y[:, :-1], x, y, causal_mask=None, max_steps=1)
 
 
 def test_without_the_mask_the_future_leaks() -> None:
@@ -112,20 +111,20 @@ def test_without_the_mask_the_future_leaks() -> None:
         model.positions.normal_()  # distinct positions from the start: copying is quick to learn
     training.train_lm(
         model, x, y, x[:32], y[:32], batch_size=32, lr=1e-2, time_budget_s=None,
-        max_steps=100, eval_every=1000, causal=False, progress=False,
+        max_steps=100, eval_every=1000, causal_mask=None, progress=False,
     )  # fmt: skip
-    cheating = training.evaluate_lm(model, x[:64], y[:64], causal=False)
-    honest = training.evaluate_lm(model, x[:64], y[:64], causal=True)
+    cheating = training.evaluate_lm(model, x[:64], y[:64], None)
+    honest = training.evaluate_lm(model, x[:64], y[:64], causal)
     assert cheating < 0.5 * math.log(10) < honest
 
 
 def test_evaluate_lm_matches_cross_entropy_and_restores_mode() -> None:
     torch.manual_seed(1)
-    model = training.LSTMModel(15, 6, 6, 1, dropout=0.5)
+    model = LSTMModel(15, 6, 6, 1, dropout=0.5)
     model.train()
     x = torch.randint(0, 15, (5, 7))
     y = torch.randint(0, 15, (5, 7))
-    got = training.evaluate_lm(model, x, y, batch_size=2)
+    got = training.evaluate_lm(model, x, y, None, batch_size=2)
     assert model.training
     model.eval()
     with torch.no_grad():
@@ -137,22 +136,22 @@ def test_unigram_cross_entropy_add_one() -> None:
     train = torch.tensor([0, 0, 1, 2])  # counts + 1 over V = 4: 3, 2, 2, 1 (sum 8)
     val = torch.tensor([0, 3])
     expected = -(math.log(3 / 8) + math.log(1 / 8)) / 2
-    assert training.unigram_cross_entropy(train, val, 4) == pytest.approx(expected)
+    assert unigram_cross_entropy(train, val, 4) == pytest.approx(expected)
     # With no training data the unigram model is the uniform one: perplexity V.
-    uniform = training.unigram_cross_entropy(torch.tensor([], dtype=torch.long), val, 4)
+    uniform = unigram_cross_entropy(torch.tensor([], dtype=torch.long), val, 4)
     assert math.exp(uniform) == pytest.approx(4)
 
 
 def test_generate_lengths_vocab_and_greedy() -> None:
     torch.manual_seed(0)
-    model = training.LSTMModel(12, 8, 8, 1)
-    ids = training.generate(model, [1, 2, 3], 10, temperature=1.0, seed=3)
+    model = LSTMModel(12, 8, 8, 1)
+    ids = training.generate(model, [1, 2, 3], 10, None, temperature=1.0, seed=3)
     assert len(ids) == 10 and all(0 <= i < 12 for i in ids)
-    assert ids == training.generate(model, [1, 2, 3], 10, temperature=1.0, seed=3)
-    greedy = training.generate(model, [1, 2, 3], 5, temperature=0)
-    assert greedy == training.generate(model, [1, 2, 3], 5, temperature=0, seed=99)
+    assert ids == training.generate(model, [1, 2, 3], 10, None, temperature=1.0, seed=3)
+    greedy = training.generate(model, [1, 2, 3], 5, None, temperature=0)
+    assert greedy == training.generate(model, [1, 2, 3], 5, None, temperature=0, seed=99)
     with pytest.raises(ValueError):
-        training.generate(model, [], 3)
+        training.generate(model, [], 3, None)
 
 
 def test_plot_validation_curves() -> None:

@@ -9,7 +9,7 @@ import nbformat
 from labui import ASSIGNMENTS, LabServer, menu, screenshot
 from playwright.sync_api import Page, expect
 
-from course import demo, pipeline
+from grader import demo, pipeline
 
 STUDENT = "reference"
 

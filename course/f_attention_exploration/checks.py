@@ -13,8 +13,13 @@ from collections.abc import Callable, Mapping
 
 import torch
 
-from course.exploration import attend, attention_weights, sample_keys, spread_experiment
-from course.grading import check, check_tensor, expected_got, fail
+from course.f_attention_exploration.experiments import (
+    attend,
+    attention_weights,
+    sample_keys,
+    spread_experiment,
+)
+from course.testcells import check, check_tensor, expected_got, fail
 
 ALPHA = 1e-8  # the noise of the noisy-key exercises
 SAMPLES = 500  # draws of the keys per check

@@ -25,7 +25,7 @@ import nbformat
 import yaml
 from nbformat import NotebookNode
 
-from course.paths import CourseError
+from grader.paths import CourseError
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 

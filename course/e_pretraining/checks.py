@@ -13,7 +13,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from course.grading import check, check_tensor, expected_got, fail
+from course.testcells import check, check_tensor, expected_got, fail
 
 IGNORE = -100  # the label that nn.functional.cross_entropy skips by default
 

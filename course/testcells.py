@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from course import integrity
+from course import guard as _guard
 
 # References captured before student code runs (see the module docstring).
-_SNAPSHOT = integrity.capture()
+_SNAPSHOT = _guard.capture()
 _allclose = torch.allclose
 _isclose = torch.isclose
 _isnan = torch.isnan
@@ -38,10 +38,10 @@ def fail(message: str) -> None:
 
 def guard() -> None:
     """Fail if a function the checks rely on was replaced since this module was imported."""
-    changed = integrity.replaced(_SNAPSHOT)
+    changed = _guard.replaced(_SNAPSHOT)
     if changed:
         fail(
-            f"{integrity.MARKER}: {', '.join(changed)} was replaced after the notebook started. "
+            f"{_guard.MARKER}: {', '.join(changed)} was replaced after the notebook started. "
             "Tests cannot be trusted, so this notebook earns no points."
         )
 

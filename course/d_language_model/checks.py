@@ -12,7 +12,7 @@ import math
 import torch
 from torch import nn
 
-from course.grading import check, check_tensor, expected_got, fail
+from course.testcells import check, check_tensor, expected_got, fail
 
 
 # ---------------------------------------------------------------- input/target pairs

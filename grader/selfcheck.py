@@ -16,9 +16,9 @@ from nbformat import NotebookNode
 from nbgrader import utils
 from nbgrader.preprocessors import Execute
 
-from course.kernels import IsolatedKernelManager
-from course.paths import use_this_python
-from course.submission import read_notebook
+from grader.kernels import IsolatedKernelManager
+from grader.paths import use_this_python
+from grader.submission import read_notebook
 
 NOT_IMPLEMENTED = "not implemented yet: replace `raise NotImplementedError()` with your code"
 

@@ -1,66 +1,38 @@
-"""Tampering: what a submission may not do, found in its code and in its outputs.
+"""Tampering: what a submission may not do, found in the code that ran and in its outputs.
 
 Two layers, because code running in the kernel can reach anything else in the kernel:
 
-1. At run time, :mod:`course.grading` captures the functions the checks rely on before any
-   student code runs (:func:`capture`), and every check first verifies that they are unchanged
-   (:func:`replaced`). A failed verification raises an error whose message starts with
-   :data:`MARKER`.
-2. After grading, :func:`scan_notebook` reads the student's own cells (every cell nbgrader does
-   not overwrite) and flags code that patches modules or the course's helpers, edits
-   ``sys.modules`` or builtins, reads the hidden tests' names or the grader's frames, or opens
-   the course's test and solution files; it also finds the run-time marker in the outputs.
+1. At run time, the notebook side (``course/guard.py``) captures the functions the checks rely
+   on before any student code runs, and every check verifies that they are unchanged. A failed
+   verification raises an error whose message starts with :data:`MARKER`.
+2. After grading, :func:`scan_notebook` reads every code cell of the graded notebook that is not
+   the course's own (whatever its metadata says) and flags code that patches modules or the
+   course's helpers, edits ``sys.modules`` or builtins, reads the hidden tests' names or the
+   grader's frames, opens the course's test and solution files, or imports the module of
+   another assignment (``course.d_language_model`` in assignment A, say); it also finds the
+   run-time marker in the outputs.
 
 A flagged notebook is marked ``flagged`` in the gradebook and earns no points (see
-:mod:`course.pipeline`).
+:mod:`grader.pipeline`).
 """
 
 from __future__ import annotations
 
 import ast
-import math
 from collections.abc import Iterable
 
-import numpy
-import torch
 from nbformat import NotebookNode
+from nbgrader import utils
+from nbgrader.preprocessors import ClearHiddenTests
+from traitlets.config import Config
 
-MARKER = "TAMPERING DETECTED"
-
-# Functions the checks use to compare values, by dotted name.
-GUARDED = {
-    "torch.allclose": (torch, "allclose"),
-    "torch.isclose": (torch, "isclose"),
-    "torch.equal": (torch, "equal"),
-    "torch.isnan": (torch, "isnan"),
-    "torch.is_tensor": (torch, "is_tensor"),
-    "torch.testing.assert_close": (torch.testing, "assert_close"),
-    "torch.Tensor.__eq__": (torch.Tensor, "__eq__"),
-    "torch.Tensor.all": (torch.Tensor, "all"),
-    "torch.Tensor.any": (torch.Tensor, "any"),
-    "numpy.allclose": (numpy, "allclose"),
-    "math.isclose": (math, "isclose"),
-}
-
-
-def capture() -> dict[str, object]:
-    """The current object behind every guarded name."""
-    return {name: getattr(owner, attr) for name, (owner, attr) in GUARDED.items()}
-
-
-def replaced(snapshot: dict[str, object]) -> list[str]:
-    """Guarded names whose object is no longer the captured one."""
-    return [
-        name
-        for name, (owner, attr) in GUARDED.items()
-        if getattr(owner, attr, None) is not snapshot[name]
-    ]
+MARKER = "TAMPERING DETECTED"  # what course.guard writes when a check finds a patched function
 
 
 # ----------------------------------------------------------------------------- static scan
 MODULE_NAMES = {
     "torch", "nn", "F", "np", "numpy", "math", "sys", "os", "builtins", "course", "checks",
-    "grading", "nbgrader", "importlib",
+    "testcells", "guard", "nbgrader", "importlib",
 }  # fmt: skip
 FRAME_ATTRS = {"_getframe", "f_back", "f_globals", "f_locals", "tb_frame", "gi_frame"}
 INSPECT_MODULES = {"inspect", "gc", "traceback", "sys"}
@@ -92,11 +64,14 @@ def _targets(node: ast.AST) -> Iterable[ast.AST]:
     return []
 
 
-def scan_source(source: str, protected: set[str], hidden: set[str]) -> list[str]:
+def scan_source(
+    source: str, protected: set[str], hidden: set[str], foreign: Iterable[str] = ()
+) -> list[str]:
     """Reasons to flag one cell of student code (empty when nothing is suspicious).
 
     ``protected`` are names the read-only cells bind (imports of helpers); ``hidden`` are the
-    names the hidden tests define.
+    names the hidden tests define; ``foreign`` are the other assignments, whose modules
+    (``course.<assignment>``) this notebook may not import.
     """
     try:
         tree = ast.parse(_without_magics(source))
@@ -114,6 +89,7 @@ def scan_source(source: str, protected: set[str], hidden: set[str]) -> list[str]
             reasons.append(f"redefines {node.name}, a helper the tests use")
         if isinstance(node, ast.Call):
             reasons += _call_reasons(node)
+        reasons += _foreign_imports(node, foreign)
         if isinstance(node, ast.Name) and (node.id in hidden or node.id == "__builtins__"):
             reasons.append(f"uses {node.id}, a name of the hidden tests or of the interpreter")
         if isinstance(node, ast.Attribute) and (
@@ -144,6 +120,23 @@ def _call_reasons(node: ast.Call) -> list[str]:
     return reasons
 
 
+def _foreign_imports(node: ast.AST, foreign: Iterable[str]) -> list[str]:
+    """An import (or a string naming a module) of another assignment's package."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom):
+        names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+        names = [node.value.replace("/", ".")]
+    else:
+        return []
+    return [
+        f"imports course.{other}, the module of another assignment"
+        for other in foreign
+        if any(f"course.{other}" in name for name in names)
+    ]
+
+
 def _without_magics(source: str) -> str:
     return "\n".join(
         "" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()
@@ -151,11 +144,10 @@ def _without_magics(source: str) -> str:
 
 
 def protected_names(nb: NotebookNode) -> set[str]:
-    """Names bound by the read-only cells' imports (helpers the tests rely on)."""
+    """Names the course's read-only cells bind: imported helpers and the code it gives."""
     names = set()
     for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type != "code" or not meta.get("locked"):
+        if cell.cell_type != "code" or not utils.is_locked(cell):
             continue
         try:
             tree = ast.parse(_without_magics(cell.source))
@@ -164,20 +156,31 @@ def protected_names(nb: NotebookNode) -> set[str]:
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        if not utils.is_grade(cell):  # given code (an earlier assignment's answer), not tests
+            names |= {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     return names - {"math", "torch", "nn", "plt", "np"}  # module names are handled separately
 
 
-def split_hidden(source_nb: NotebookNode) -> tuple[list[str], list[str]]:
+def hidden_markers(config: Config | None = None) -> tuple[str, str]:
+    """nbgrader's delimiters of hidden tests (``ClearHiddenTests``), as the course configures."""
+    clear = ClearHiddenTests(config=config or Config())
+    return clear.begin_test_delimeter, clear.end_test_delimeter
+
+
+def split_hidden(
+    source_nb: NotebookNode, config: Config | None = None
+) -> tuple[list[str], list[str]]:
     """The code lines of an instructor's notebook: (inside hidden regions, everywhere else)."""
+    begin, end = hidden_markers(config)
     hidden, visible = [], []
     for cell in source_nb.cells:
         if cell.cell_type != "code":
             continue
         inside = False
         for line in cell.source.splitlines():
-            if "BEGIN HIDDEN TESTS" in line:
+            if begin in line:
                 inside = True
-            elif "END HIDDEN TESTS" in line:
+            elif end in line:
                 inside = False
             else:
                 (hidden if inside else visible).append(line)
@@ -205,29 +208,34 @@ def _names(code: str) -> set[str]:
     return found
 
 
-def student_cells(nb: NotebookNode) -> list[NotebookNode]:
-    """The code cells a student wrote or may have added (nbgrader overwrites the locked ones)."""
-    return [
-        c
-        for c in nb.cells
-        if c.cell_type == "code" and not c.metadata.get("nbgrader", {}).get("locked")
-    ]
+def student_cells(graded: NotebookNode, source_nb: NotebookNode) -> list[NotebookNode]:
+    """The code cells of a graded notebook that are not the course's own code.
+
+    A cell is the course's when its text is exactly that of a code cell of the instructor's
+    notebook (nbgrader restored it from the gradebook); the metadata of a submitted notebook
+    (``locked``, ``grade_id``) is the student's to edit, so it decides nothing here.
+    """
+    ours = {c.source.strip() for c in source_nb.cells if c.cell_type == "code"}
+    return [c for c in graded.cells if c.cell_type == "code" and c.source.strip() not in ours]
 
 
 def scan_notebook(
-    submitted: NotebookNode, source_nb: NotebookNode, graded: NotebookNode
+    graded: NotebookNode,
+    source_nb: NotebookNode,
+    assignment: str = "",
+    assignments: Iterable[str] = (),
 ) -> list[str]:
-    """Every reason to flag a submission: its code, and the run-time marker in its outputs.
+    """Every reason to flag a graded notebook: the code that ran, and the marker in its outputs.
 
-    Cells identical to a cell of the instructor's notebook are the course's own code, not read.
+    ``assignment`` is the notebook's own assignment and ``assignments`` all of the course's:
+    importing the module of another one is flagged.
     """
     protected = protected_names(source_nb)
     hidden = hidden_names(source_nb)
-    ours = {c.source.strip() for c in source_nb.cells if c.cell_type == "code"}
+    foreign = sorted(set(assignments) - {assignment})
     reasons = []
-    for cell in student_cells(submitted):
-        if cell.source.strip() not in ours:
-            reasons += scan_source(cell.source, protected, hidden)
+    for cell in student_cells(graded, source_nb):
+        reasons += scan_source(cell.source, protected, hidden, foreign)
     for cell in graded.cells:
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error" and MARKER in output.get("evalue", ""):

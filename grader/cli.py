@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from course.paths import CourseError, assignments, find_root
+from grader.paths import CourseError, assignments, find_root
 
 
 def _jobs_default() -> int:
@@ -62,7 +62,7 @@ def parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Carry out one parsed command; return its exit code."""
-    from course import demo, pipeline, selfcheck, submission
+    from grader import demo, pipeline, selfcheck, submission
 
     if args.command == "check":
         code, text = selfcheck.check(args.notebook, timeout=args.timeout)
@@ -104,7 +104,7 @@ def _print_graded(graded: object) -> None:
 
 
 def _print_problems(root: Path) -> None:
-    from course import report
+    from grader import report
 
     lines = report.problems(root)
     if lines:

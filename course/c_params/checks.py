@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 
 from torch import nn
 
-from course.grading import check, expected_got, fail
+from course.testcells import check, expected_got, fail
 
 # The misconceptions of the syllabus, named once; the tests use these messages.
 HEADS = (

@@ -6,7 +6,7 @@
   into the course gradebook one student at a time, so parallel grading gives exactly the scores
   of a sequential run and never loses one.
 - :func:`feedback` runs ``nbgrader generate_feedback`` with the hidden tests removed from the
-  cells and from the tracebacks (see :mod:`course.feedback`).
+  cells and from the tracebacks (see :mod:`grader.feedback`).
 - :func:`grade_rows` reads the gradebook into a table (student x notebook).
 """
 
@@ -25,8 +25,8 @@ from nbgrader.apps import NbGraderAPI
 from nbgrader.coursedir import CourseDirectory
 from traitlets.config import Config
 
-from course import report, sandbox
-from course.paths import CourseError, load_config, require_assignment, use_this_python
+from grader import report, sandbox
+from grader.paths import CourseError, load_config, require_assignment, use_this_python
 
 
 def nbgrader_api(root: Path, extra: Config | None = None) -> NbGraderAPI:
@@ -144,16 +144,18 @@ def _examine(root: Path, assignment: str, student: str, url: str) -> list[Event]
 
 
 def _tampering(root: Path, assignment: str, student: str, name: str) -> list[str]:
-    from course import integrity
-    from course.submission import read_notebook
+    from grader import tampering
+    from grader.paths import assignments
+    from grader.submission import read_notebook
 
     graded_path = root / "autograded" / student / assignment / f"{name}.ipynb"
     if not graded_path.is_file():
         return []
-    return integrity.scan_notebook(
-        read_notebook(root / "submitted" / student / assignment / f"{name}.ipynb"),
-        read_notebook(root / "source" / assignment / f"{name}.ipynb"),
+    return tampering.scan_notebook(
         read_notebook(graded_path),
+        read_notebook(root / "source" / assignment / f"{name}.ipynb"),
+        assignment,
+        assignments(root),
     )
 
 
@@ -274,8 +276,8 @@ def autograde(
     """Autograde every submission of ``assignment`` (or the given students), ``jobs`` at a time.
 
     Each student runs in its own ``nbgrader autograde`` process, in a scratch course with a
-    private copy of the gradebook and within the course's limits (:mod:`course.sandbox`). Its
-    scores are checked for tampering (:mod:`course.integrity`) and copied into the course
+    private copy of the gradebook and within the course's limits (:mod:`grader.sandbox`). Its
+    scores are checked for tampering (:mod:`grader.tampering`) and copied into the course
     gradebook as soon as it finishes, one student at a time, so that an interrupted run keeps
     every student graded so far and a failed submission keeps its earlier scores. The report
     lines go to ``grading_report.csv``. Returns one :class:`Graded` per student.
@@ -325,7 +327,7 @@ def autograde(
 # ----------------------------------------------------------------------------- feedback
 def feedback(root: Path, assignment: str) -> Path:
     """Write ``feedback/STUDENT/ASSIGNMENT/*.html`` without hidden tests (cells or tracebacks)."""
-    from course.feedback import feedback_config
+    from grader.feedback import feedback_config
 
     require_assignment(root, assignment)
     api = nbgrader_api(root, feedback_config())

@@ -10,7 +10,7 @@ is stopped and reported; the others are graded as usual.
 
 What is enforced where: the limits use POSIX rlimits (Linux, macOS); the number of processes is
 not limited for root, and the scratch folder keeps relative paths away from the course, but a
-kernel run by the same user can still open an absolute path: :mod:`course.integrity` flags code
+kernel run by the same user can still open an absolute path: :mod:`grader.tampering` flags code
 that does.
 """
 
@@ -30,7 +30,7 @@ import psutil
 from traitlets import Integer
 from traitlets.config import Configurable
 
-from course.paths import load_config
+from grader.paths import load_config
 
 
 class Limits(Configurable):

@@ -1,6 +1,6 @@
 """The demo class: a reference student, a blank one, and students with typical mistakes.
 
-``demo/ASSIGNMENT/NAME.yaml`` describes one student (see :mod:`course.submission`); the file
+``demo/ASSIGNMENT/NAME.yaml`` describes one student (see :mod:`grader.submission`); the file
 name is the student id. A described student starts from the reference solutions, so a mistake
 costs only the points of the tests that target it. Two students need no file: ``reference``
 (the solutions of ``source/``)
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import nbformat
 
-from course.paths import CourseError, require_assignment
-from course.submission import fill, read_description, read_notebook, reference_code
+from grader.paths import CourseError, require_assignment
+from grader.submission import fill, read_description, read_notebook, reference_code
 
 REFERENCE, BLANK = "reference", "blank"
 
@@ -71,7 +71,7 @@ def run(
     say: Callable[[str], None] = print,
 ) -> Path:
     """Release, build the demo class, autograde in parallel, write feedback and the grade table."""
-    from course import pipeline
+    from grader import pipeline
 
     for assignment in assignments:
         say(f"[{assignment}] generating release/ from source/")

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from course.grading import GradingError, check, check_tensor, expected_got, fail
+from course.testcells import GradingError, check, check_tensor, expected_got, fail
 
 SCALE_D = "the scores are divided by d instead of sqrt(d)"
 NO_SCALE = "the scores are not scaled (divide QK^T by sqrt(d))"

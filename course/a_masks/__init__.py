@@ -1,0 +1,1 @@
+"""Assignment A (masks and positions): the checks of its visible tests."""

@@ -1,0 +1,1 @@
+"""Assignment B (attention and the Transformer layer): the checks of its visible tests."""

@@ -1,0 +1,1 @@
+"""Assignment C (counting parameters): the checks of its tests, and the groups it plots."""

@@ -1,0 +1,1 @@
+"""Assignment E (pretraining and fine-tuning): checks, fine-tuning loop, shipped checkpoint."""

@@ -1,0 +1,84 @@
+"""The unlabelled text that assignment E's language model was pretrained on.
+
+The text ships with the course (see :func:`pretraining_texts`): the sentences of the *training*
+split of the movie-review polarity data (their labels are never read) and six public-domain
+novels. Any line that contains a sentence of the classification validation or test split is
+left out, so the classifier is never evaluated on text the language model has read.
+
+The instructor's script ``tools/pretrain_review_lm.py`` trains on it; the notebook measures the
+model on the held-out review sentences (:func:`review_validation_sentences`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from course.data import WordTokenizer, load_novels, load_polarity
+
+SPLIT_SEED = 0  # the seed of load_polarity's split that the classifier uses
+LM_VAL_SENTENCES = 500  # review sentences held out from pretraining, to measure the LM
+
+
+def held_out_sentences(seed: int = SPLIT_SEED) -> list[str]:
+    """The classification validation and test sentences: text the pretraining must not see."""
+    polarity = load_polarity(seed=seed)
+    return list(polarity["validation"]["text"]) + list(polarity["test"]["text"])
+
+
+def _without_leaks(lines: list[str], forbidden: list[str]) -> list[str]:
+    """The lines that contain none of the ``forbidden`` sentences (compared as token strings)."""
+    by_first_word: dict[str, list[tuple[str, ...]]] = {}
+    for sentence in forbidden:
+        words = tuple(WordTokenizer.tokenize(sentence))
+        if words:
+            by_first_word.setdefault(words[0], []).append(words)
+    return [line for line in lines if not _contains_any(line, by_first_word)]
+
+
+def _contains_any(line: str, by_first_word: dict[str, list[tuple[str, ...]]]) -> bool:
+    """Whether the tokens of ``line`` contain one of the token sequences, indexed by first word."""
+    words = WordTokenizer.tokenize(line)
+    for start, word in enumerate(words):
+        for sentence in by_first_word.get(word, ()):
+            if tuple(words[start : start + len(sentence)]) == sentence:
+                return True
+    return False
+
+
+def review_sentences(seed: int = SPLIT_SEED) -> list[str]:
+    """The training-split review sentences that contain no held-out sentence, in split order."""
+    reviews = list(load_polarity(seed=seed)["train"]["text"])
+    return _without_leaks(reviews, held_out_sentences(seed))
+
+
+def pretraining_texts(seed: int = SPLIT_SEED) -> dict[str, list[str]]:
+    """The unlabelled text of the pretraining, by part.
+
+    Returns:
+        "reviews": training-split review sentences for the LM's training;
+        "review_validation": the last ``LM_VAL_SENTENCES`` of them, held out to measure the LM;
+        "novels": paragraphs of the six novels.
+        No line of any part contains a classification validation or test sentence.
+    """
+    reviews = review_sentences(seed)
+    novels = _without_leaks(list(load_novels()["text"]), held_out_sentences(seed))
+    return {
+        "reviews": reviews[:-LM_VAL_SENTENCES],
+        "review_validation": reviews[-LM_VAL_SENTENCES:],
+        "novels": novels,
+    }
+
+
+def text_hash(texts: dict[str, list[str]]) -> str:
+    """SHA-256 of the pretraining text (all parts, in order), to tell which data made a model."""
+    digest = hashlib.sha256()
+    for name in sorted(texts):
+        digest.update(name.encode())
+        for line in texts[name]:
+            digest.update(line.encode("utf-8") + b"\n")
+    return digest.hexdigest()
+
+
+def review_validation_sentences() -> list[str]:
+    """The held-out review sentences that measure the language model (never trained on)."""
+    return review_sentences()[-LM_VAL_SENTENCES:]

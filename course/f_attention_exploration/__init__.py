@@ -1,0 +1,1 @@
+"""Assignment F (attention exploration): checks, and the experiments it draws."""

@@ -1,4 +1,4 @@
-"""Helpers that the test cells of the notebooks call.
+"""Helpers that the test cells of the notebooks call (they check; the grader grades).
 
 Every failed check raises :class:`GradingError`, an ``AssertionError`` whose message teaches:
 what was checked, what was expected, what came, and, when we recognise it, the name of the
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import NoReturn
 
 import torch
 
@@ -22,8 +23,6 @@ from course import guard as _guard
 _SNAPSHOT = _guard.capture()
 _allclose = torch.allclose
 _isclose = torch.isclose
-_isnan = torch.isnan
-_as_tensor = torch.as_tensor
 _is_tensor = torch.is_tensor
 
 
@@ -31,7 +30,7 @@ class GradingError(AssertionError):
     """A failed check. Its message is written for the student."""
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     """Raise a :class:`GradingError` with ``message``."""
     raise GradingError(message)
 
@@ -87,11 +86,6 @@ def check_tensor(
     return value
 
 
-def check_finite(value: torch.Tensor, name: str) -> None:
-    """Fail if ``value`` holds a NaN (infinities are allowed: masks use them)."""
-    check(not bool(_isnan(value).any()), f"{name} contains NaN values.")
-
-
 def same_values(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> bool:
     """True when two tensors have one shape and equal values, -inf and +inf included."""
     if tuple(actual.shape) != tuple(expected.shape):
@@ -126,14 +120,10 @@ def check_close(
         expected_got(
             f"{name} has the wrong values.",
             "the reference values",
-            _where(tensor, expected, atol, rtol),
+            first_difference(tensor, expected, atol, rtol),
             hint,
         )
     )
-
-
-def _where(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> str:
-    return first_difference(actual, expected, atol, rtol)
 
 
 def name_the_mistake(
@@ -172,7 +162,7 @@ def check_against_reference(
         expected_got(
             f"{name} has the wrong values.",
             "the reference values",
-            _where(tensor, expected, atol, rtol),
+            first_difference(tensor, expected, atol, rtol),
         )
     )
 

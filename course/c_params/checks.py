@@ -98,7 +98,6 @@ def as_count(value: object, name: str) -> int:
             else ""
         )
         fail(expected_got(f"{name} should be an integer count.", "int", type(value).__name__, hint))
-    raise AssertionError  # unreachable: fail raises
 
 
 def check_count(
@@ -116,7 +115,6 @@ def check_count(
             f"{name} is wrong.", f"{expected:,}", f"{value:,} (off by {value - expected:+,})"
         )
     )
-    raise AssertionError  # unreachable
 
 
 def layer_mistakes(d_model: int, nhead: int, d_hid: int) -> dict[str, int]:

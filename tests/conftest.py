@@ -29,6 +29,17 @@ def make_course_copy(target: Path, with_release: bool = False) -> Path:
     return target
 
 
+# Fixtures that grade a class through nbgrader or run a browser: a test that uses one is `slow`
+# (`make test` runs it, `make test-fast` does not).
+SLOW_FIXTURES = {"graded_class", "adversarial_class", "lab", "browser"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _this_python() -> None:
     use_this_python()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import json
 import re
 import subprocess
 import sys
@@ -35,7 +34,6 @@ def test_check_passes_the_reference_and_fails_a_mistake(graded_class: Path) -> N
     assert done.returncode == 1
     assert "[FAIL] test_mask_visible: 0/1" in done.stdout
     assert "transposed" in done.stdout  # the message names the mistake
-    assert "expected" not in done.stdout or "got" in done.stdout
 
 
 def test_check_blank_release_says_not_implemented() -> None:
@@ -142,8 +140,3 @@ def test_submission_build(tmp_path: Path) -> None:
     done = course("submission", "build", str(release), str(description), str(out))
     assert done.returncode == 2
     assert "not_a_function" in done.stderr and "generate_square_subsequent_mask" in done.stderr
-
-
-def test_notebook_json_is_valid_in_repo() -> None:
-    for path in [*REPO.glob("source/*/*.ipynb"), *REPO.glob("release/*/*.ipynb")]:
-        json.loads(path.read_text())

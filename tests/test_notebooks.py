@@ -58,6 +58,7 @@ def test_release_is_generated_from_source(tmp_path: Path) -> None:
             ], f"{committed} is out of date with source/: run `make release` and commit"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(REPO)))
 def test_source_runs_top_to_bottom_with_every_test_passing(path: Path) -> None:
     nb = selfcheck.execute(read_notebook(path), path.parent)

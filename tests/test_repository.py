@@ -1,8 +1,9 @@
-"""The repository's own promises: pins in step, licence, README commands, CI script."""
+"""The repository's own promises: pins in step, licence, the README's make targets, CI."""
 
 from __future__ import annotations
 
 import re
+import subprocess
 import tomllib
 
 import yaml
@@ -34,15 +35,28 @@ def test_environment_yml_has_the_same_pins() -> None:
     assert pins_from_environment() == pins_from_pyproject()
 
 
-def test_readme_opens_with_the_two_commands() -> None:
-    readme = (REPO / "README.md").read_text()
-    first_block = readme.split("```")[1]
-    assert "make demo" in first_block and "make test" in first_block
+def readme_make_targets() -> set[str]:
+    """Every `make TARGET` that the README's code blocks tell a user to run."""
+    blocks = (REPO / "README.md").read_text().split("```")[1::2]
+    return {m for block in blocks for m in re.findall(r"^make ([a-z-]+)", block, re.M)}
 
 
-def test_ci_runs_make_test() -> None:
+def test_every_make_target_the_readme_names_exists() -> None:
+    targets = readme_make_targets()
+    assert {"demo", "test", "test-fast", "lab"} <= targets, targets
+    for target in targets:
+        done = subprocess.run(
+            ["make", "-n", target], cwd=REPO, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, f"make {target}: {done.stderr}"
+
+
+def test_ci_runs_the_readme_test_command_and_fails_on_errors() -> None:
     script = (REPO / ".ci/run").read_text()
-    assert "make test" in script
+    assert re.search(r"^make test$", script, re.M), script
+    assert "set -e" in script  # a failing step fails CI
+    dry = subprocess.run(["make", "-n", "test"], cwd=REPO, capture_output=True, text=True)
+    assert "pytest" in dry.stdout and '-m "not slow"' not in dry.stdout  # the whole suite
 
 
 def test_licence_and_data_attributions() -> None:

@@ -82,3 +82,23 @@ def test_blank_release_fails_only_because_of_the_stubs(graded_class: Path) -> No
                         assert output["ename"] == "NotImplementedError", (
                             f"{path.name}: a cell fails with {output['ename']}: {output['evalue']}"
                         )
+
+
+def test_reference_runs_top_to_bottom_without_an_error(graded_class: Path) -> None:
+    """The reference student is the instructor's notebook as nbgrader runs it (release, the
+    solutions, the hidden tests restored): every cell runs, in grading mode, without an error.
+    (Its full marks are checked above; this covers the cells that are not tests.)"""
+    for assignment in ASSIGNMENTS:
+        paths = sorted((graded_class / "autograded" / "reference" / assignment).glob("*.ipynb"))
+        assert paths, f"no autograded notebook of the reference student for {assignment}"
+        for path in paths:
+            nb = nbformat.read(str(path), as_version=4)
+            errors = [
+                f"cell {i}: {o['ename']}: {o['evalue'][:300]}"
+                for i, cell in enumerate(nb.cells)
+                for o in cell.get("outputs", [])
+                if o.get("output_type") == "error"
+            ]
+            assert not errors, f"{assignment}/{path.name}:\n" + "\n".join(errors)
+            ran = [c for c in nb.cells if c.cell_type == "code" and c.execution_count]
+            assert len(ran) == sum(c.cell_type == "code" for c in nb.cells), "a cell did not run"

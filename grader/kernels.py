@@ -9,12 +9,15 @@ no two kernels can meet. nbgrader and ``course check`` use this class (see nbgra
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import shutil
+import sys
 import tempfile
 import uuid
 
 from jupyter_client.manager import AsyncKernelManager
-from traitlets import default
+from traitlets import List, Unicode, default
 
 
 class IsolatedKernelManager(AsyncKernelManager):
@@ -29,3 +32,107 @@ class IsolatedKernelManager(AsyncKernelManager):
         if self.transport != "ipc":
             return super()._ip_default()
         return os.path.join(tempfile.gettempdir(), f"course-kernel-{uuid.uuid4().hex[:16]}")
+
+
+class SandboxedKernelManager(IsolatedKernelManager):
+    """A grading kernel inside a bubblewrap sandbox; nbgrader and nbclient stay outside.
+
+    Inside, the kernel sees, read-only: the system (``/usr`` and its links, a few files of
+    ``/etc``), the Python installation and the virtualenv, and the notebook package
+    ``course/``. It may write only in its working directory (the submission's own folder) and
+    in a private, empty ``/tmp``. Nothing else exists for it: not the gradebook, not
+    ``source/``, not the other students, not the instructor's course folder. It runs in new
+    PID, network, IPC, UTS and user namespaces with no capability (``--cap-drop ALL``: as
+    root, bubblewrap would otherwise keep them), dies with the process that started it, and
+    gets an environment cleared to :attr:`env_allow`. It talks to nbclient over the ipc
+    transport, through a socket folder bound into the sandbox; cell timeouts interrupt it by a
+    message (a SIGINT to bubblewrap would kill the sandbox, not interrupt the cell).
+    """
+
+    env_allow = List(
+        Unicode(),
+        [
+            "LANG", "LC_ALL", "TZ", "NBGRADER_EXECUTION", "COURSE_FAST", "OMP_NUM_THREADS",
+            "MKL_NUM_THREADS", "TORCH_NUM_THREADS", "MPLBACKEND", "PYTHONHASHSEED",
+        ],
+        help="Environment variables passed into the sandbox (all others are cleared).",
+    ).tag(config=True)  # fmt: skip
+    etc_files = List(
+        Unicode(),
+        ["ld.so.cache", "localtime", "passwd", "group", "nsswitch.conf", "fonts", "alternatives"],
+        help="Entries of /etc the kernel may read (the rest of /etc is not visible).",
+    ).tag(config=True)
+
+    @default("ip")
+    def _default_ip(self) -> str:
+        if self.transport != "ipc":
+            return super()._default_ip()
+        return os.path.join(self._socket_folder, "kernel")
+
+    @default("connection_file")
+    def _default_connection_file(self) -> str:
+        return os.path.join(self._socket_folder, "kernel.json")
+
+    @property
+    def _socket_folder(self) -> str:
+        if not getattr(self, "_sockets", None):
+            self._sockets = tempfile.mkdtemp(prefix="course-sandbox-")
+        return self._sockets
+
+    @property
+    def kernel_spec(self):  # noqa: ANN201 - jupyter_client's KernelSpec
+        """The kernel's spec, interrupted by message (see the class docstring)."""
+        spec = super().kernel_spec
+        if spec is not None:
+            spec.interrupt_mode = "message"
+        return spec
+
+    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+        """The kernel's command line, behind bubblewrap."""
+        kernel = super().format_kernel_cmd(extra_arguments)
+        workdir = os.path.abspath(self._launch_args.get("cwd") or os.getcwd())
+        return sandbox_command(kernel, workdir, self._socket_folder, self.env_allow, self.etc_files)
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        await super()._async_cleanup_resources(restart)
+        if not restart and getattr(self, "_sockets", None):
+            shutil.rmtree(self._sockets, ignore_errors=True)
+            self._sockets = ""
+
+
+def _readable_roots() -> list[str]:
+    """Folders the kernel must read: the Python installation, the virtualenv, ``course/``."""
+    folders = {sys.base_prefix, sys.prefix}
+    spec = importlib.util.find_spec("course")  # found, not imported: the grader never imports it
+    if spec and spec.submodule_search_locations:
+        folders |= set(spec.submodule_search_locations)
+    return sorted(os.path.realpath(f) for f in folders)
+
+
+def sandbox_command(
+    kernel: list[str], workdir: str, sockets: str, env_allow: list[str], etc_files: list[str]
+) -> list[str]:
+    """``bwrap ... -- KERNEL``: the kernel in a sandbox (see :class:`SandboxedKernelManager`)."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise RuntimeError(
+            "bubblewrap (bwrap) is not installed: `make setup` installs it (Debian package "
+            "bubblewrap). Grading without a sandbox needs an explicit --unsafe-no-sandbox."
+        )
+    args = [bwrap, "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev"]
+    for link in ("bin", "lib", "lib64", "sbin"):
+        if os.path.islink(f"/{link}"):
+            args += ["--symlink", os.readlink(f"/{link}"), f"/{link}"]
+    for entry in etc_files:
+        if os.path.exists(f"/etc/{entry}"):
+            args += ["--ro-bind", f"/etc/{entry}", f"/etc/{entry}"]
+    for folder in _readable_roots():
+        args += ["--ro-bind", folder, folder]
+    args += ["--tmpfs", "/tmp", "--bind", sockets, sockets, "--bind", workdir, workdir]
+    args += ["--chdir", workdir, "--unshare-all", "--die-with-parent", "--new-session"]
+    args += ["--cap-drop", "ALL", "--clearenv"]
+    env = {"HOME": "/tmp", "PATH": f"{os.path.dirname(sys.executable)}:/usr/bin:/bin"}
+    env |= {name: os.environ[name] for name in env_allow if name in os.environ}
+    for name, value in sorted(env.items()):
+        args += ["--setenv", name, value]
+    return [*args, "--", *kernel]

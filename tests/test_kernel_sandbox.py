@@ -1,0 +1,128 @@
+"""The grading kernel's sandbox (bubblewrap): what code in a graded notebook can and cannot do.
+
+One notebook, run once by nbclient through :class:`grader.kernels.SandboxedKernelManager`, probes
+the sandbox from inside; each test reads one probe's output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+import nbformat
+import psutil
+import pytest
+from nbclient import NotebookClient
+
+from grader.kernels import SandboxedKernelManager
+
+PROBES = {
+    "secret": "print(open(SECRET).read())",
+    "write_here": "open('mine.txt', 'w').write('ok'); print(open('mine.txt').read())",
+    "host_tmp": "import os; print(sorted(os.listdir('/tmp')))",
+    "processes": "import os; print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))",
+    "network": (
+        "import socket\ns = socket.socket()\ns.settimeout(2)\ns.connect(('127.0.0.1', PORT))\n"
+        "print('connected')"
+    ),
+    "environment": "import os, json; print(json.dumps(dict(os.environ)))",
+    "capabilities": (
+        "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('CapEff')][0])"
+    ),
+    "system": "import torch, course.testcells; print(torch.__version__)",
+    "grader": "import grader",
+    "endless": "import time\ntime.sleep(120)",
+    "after": "print('the next cell runs')",
+}
+
+
+@pytest.fixture(scope="module")
+def probed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict]]:
+    course_root = tmp_path_factory.mktemp("course")
+    secret = course_root / "gradebook.db"
+    secret.write_text("hidden tests live here")
+    (Path("/tmp") / "host-file-for-sandbox-test").write_text("host")
+    work = course_root / "submitted" / "student" / "a"
+    work.mkdir(parents=True)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    nb = nbformat.v4.new_notebook()
+    setup = f"SECRET = {str(secret)!r}\nPORT = {listener.getsockname()[1]}"
+    nb.cells = [nbformat.v4.new_code_cell(setup)]
+    nb.cells += [
+        nbformat.v4.new_code_cell(code, metadata={"probe": k}) for k, code in PROBES.items()
+    ]
+    os.environ["COURSE_DB"] = "postgresql://user:password@server/gradebook"
+    os.environ["NBGRADER_EXECUTION"] = "autograde"
+    try:
+        client = NotebookClient(
+            nb,
+            km=SandboxedKernelManager(kernel_name="python3"),
+            timeout=8,
+            allow_errors=True,
+            interrupt_on_timeout=True,
+            resources={"metadata": {"path": str(work)}},
+        )
+        client.execute()
+    finally:
+        listener.close()
+        del os.environ["COURSE_DB"], os.environ["NBGRADER_EXECUTION"]
+        (Path("/tmp") / "host-file-for-sandbox-test").unlink()
+    assert (work / "mine.txt").read_text() == "ok"
+    left = [p.name() for p in psutil.Process().children(recursive=True)]
+    assert not left, f"processes left after the kernel stopped: {left}"
+    return {c.metadata["probe"]: c.outputs for c in nb.cells if "probe" in c.metadata}
+
+
+def text(outputs: list[dict]) -> str:
+    return "".join(o.get("text", "") for o in outputs)
+
+
+def error(outputs: list[dict]) -> str:
+    return "".join(o.get("ename", "") for o in outputs if o.output_type == "error")
+
+
+def test_files_outside_are_not_visible(probed) -> None:
+    assert error(probed["secret"]) == "FileNotFoundError"
+
+
+def test_the_submission_folder_is_writable(probed) -> None:
+    assert text(probed["write_here"]).strip() == "ok"
+
+
+def test_tmp_is_private(probed) -> None:
+    assert "host-file-for-sandbox-test" not in text(probed["host_tmp"])
+
+
+def test_no_other_process_is_visible(probed) -> None:
+    pids = json.loads(text(probed["processes"]))
+    assert max(pids) < 50 and len(pids) < 10, pids  # the sandbox's own few processes
+
+
+def test_no_network(probed) -> None:
+    assert error(probed["network"]) in {"ConnectionRefusedError", "OSError", "TimeoutError"}
+    assert "connected" not in text(probed["network"])
+
+
+def test_environment_is_cleared(probed) -> None:
+    env = json.loads(text(probed["environment"]))
+    assert "COURSE_DB" not in env and "JPY_PARENT_PID" not in env
+    assert env["NBGRADER_EXECUTION"] == "autograde"  # allowed: grading mode
+    assert "password" not in json.dumps(env)
+
+
+def test_no_capability(probed) -> None:
+    assert int(text(probed["capabilities"]), 16) == 0
+
+
+def test_torch_and_the_notebook_side_work_the_grader_is_absent(probed) -> None:
+    assert text(probed["system"]).startswith("2.")
+    assert error(probed["grader"]) == "ModuleNotFoundError"
+
+
+def test_a_cell_timeout_interrupts_and_the_next_cell_runs(probed) -> None:
+    assert error(probed["endless"]) == "KeyboardInterrupt"
+    assert "the next cell runs" in text(probed["after"])

@@ -60,7 +60,7 @@ def probed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict]]:
     try:
         client = NotebookClient(
             nb,
-            km=SandboxedKernelManager(kernel_name="python3"),
+            kernel_manager_class=SandboxedKernelManager,  # as nbgrader's Execute does
             timeout=8,
             allow_errors=True,
             interrupt_on_timeout=True,
@@ -72,8 +72,8 @@ def probed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict]]:
         del os.environ["COURSE_DB"], os.environ["NBGRADER_EXECUTION"]
         (Path("/tmp") / "host-file-for-sandbox-test").unlink()
     assert (work / "mine.txt").read_text() == "ok"
-    left = [p.name() for p in psutil.Process().children(recursive=True)]
-    assert not left, f"processes left after the kernel stopped: {left}"
+    _, alive = psutil.wait_procs(psutil.Process().children(recursive=True), timeout=10)
+    assert not alive, f"processes left after the kernel stopped: {alive}"
     return {c.metadata["probe"]: c.outputs for c in nb.cells if "probe" in c.metadata}
 
 

@@ -13,6 +13,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	mkdir -p .exchange
+	bash tools/install_system_packages.sh
 	rm -f $(VENV)/.installed-* && touch $@
 
 setup: $(STAMP)  ## install the course into .venv
@@ -25,10 +26,11 @@ lint: setup  ## ruff lint and format check
 	$(BIN)/ruff format --check .
 
 test: lint  ## the whole test suite (lint first); installs Chromium for the browser tests
-	bash tools/install_browser.sh
+	bash tools/install_system_packages.sh --browser
 	$(BIN)/python -m pytest
 
 test-fast: lint  ## checks, pipeline units and repository checks, no grading run (under 3 minutes)
+	bash tools/install_system_packages.sh
 	$(BIN)/python -m pytest -m "not slow"
 
 lab: setup  ## JupyterLab on the student notebooks

@@ -1,9 +1,10 @@
 """End-to-end fixtures: a JupyterLab 4 server on a scratch copy of the graded course, and Chromium.
 
 The browser is Debian's Chromium (``/usr/bin/chromium``, installed by
-``tools/install_browser.sh``) driven by Playwright; Playwright's own browser download is never
-used. The server runs ``sys.executable -m jupyter lab`` on 127.0.0.1 with a random token, in the
-course root (so nbgrader finds ``nbgrader_config.py``), and is stopped at the end of the session.
+``tools/install_system_packages.sh --browser``) driven by Playwright; Playwright's own browser
+download is never used. The server runs ``sys.executable -m jupyter lab`` on 127.0.0.1 with a
+random token, in the course root (so nbgrader finds ``nbgrader_config.py``), and is stopped at
+the end of the session.
 Screenshots go to a folder under pytest's tmp dir and are copied to ``tests/e2e/artifacts/``.
 """
 
@@ -171,7 +172,7 @@ def _stop(process: subprocess.Popen, server: LabServer) -> None:
 def browser() -> Iterator[Browser]:
     """Headless Debian Chromium under Playwright."""
     if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: run tools/install_browser.sh")
+        pytest.fail(f"{CHROMIUM} is missing: run tools/install_system_packages.sh --browser")
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(
             executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS

@@ -1,0 +1,89 @@
+"""The fast tier of the demo class: each student's code fed straight into the test cells.
+
+The same expectations as ``test_demo_class.py`` (the set of test cells a student fails, and a
+word each failure message must contain), but with no nbgrader, no kernel and no subprocess:
+the notebooks are built by ``grader.demo`` and their cells run in this process
+(:mod:`tests.direct_run`), in grading mode. A typical mistake must be named by the checks that
+target it, every correct style accepted, the reference pass everything and the blank release
+fail every test cell because of its stubs alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from grader import demo
+from tests.conftest import ASSIGNMENTS, REPO
+from tests.direct_run import TEST, Outcome, build_class, run_student
+
+STUDENTS = [(a, s) for a in ASSIGNMENTS for s in demo.descriptions(REPO, a)]
+STUB = "NotImplementedError"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread() -> Iterator[None]:
+    """One torch thread while these tests run.
+
+    The checks use small tensors; on a busy 2-core machine two threads mostly spin waiting for
+    each other (5 times the CPU time, measured).
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def submitted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every demo student's notebooks of every assignment, built as ``course demo`` builds them."""
+    scratch = tmp_path_factory.mktemp("direct")
+    for assignment in ASSIGNMENTS:
+        build_class(scratch, REPO, assignment)
+    return scratch / "submitted"
+
+
+def report(outcomes: list[Outcome]) -> str:
+    """One line per test cell (passed, or its message) and per other cell that raised."""
+    lines = []
+    for o in outcomes:
+        if o.kind == TEST:
+            lines.append(f"{o.cell}: {'FAILED ' + o.message[:300] if o.message else 'passed'}")
+        elif o.ename:
+            lines.append(f"({o.kind} {o.cell} raised {o.ename}: {o.message[:300]})")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize(("assignment", "student"), STUDENTS, ids=[f"{a}-{s}" for a, s in STUDENTS])
+def test_checks_grade_the_student_as_described(
+    submitted: Path, monkeypatch: pytest.MonkeyPatch, assignment: str, student: str
+) -> None:
+    monkeypatch.setenv("COURSE_FAST", "1")
+    monkeypatch.chdir(submitted / student / assignment)  # a kernel's working folder
+    outcomes = run_student(submitted, REPO, assignment, student)
+    tests = {o.cell: o for o in outcomes if o.kind == TEST}
+    lost = {gid for gid, o in tests.items() if o.message}
+    expect = demo.descriptions(REPO, assignment)[student].get("expect", {})
+    where = f"{assignment}/{student}:\n{report(outcomes)}"
+    assert tests, f"no test cell ran for {where}"
+
+    if student == demo.REFERENCE:
+        raised = [o.cell for o in outcomes if o.ename]
+        assert not raised, f"the reference solutions raise in {raised}: {where}"
+    if expect.get("full_marks"):
+        assert not lost, f"should pass every test cell: {where}"
+    elif expect.get("zero"):
+        assert lost == set(tests), f"should fail every test cell: {where}"
+        # every test cell raises the stubs' NotImplementedError; no other cell raises anything else
+        other = [o.cell for o in outcomes if (o.kind == TEST or o.ename) and o.ename != STUB]
+        assert not other, f"cells fail for another reason than the stubs ({other}): {where}"
+    else:
+        targeted = set(expect["fail"])
+        assert lost == targeted, f"expected to fail exactly {sorted(targeted)}: {where}"
+        word = expect["message"].lower()
+        for gid in sorted(targeted):
+            message = tests[gid].message.lower()
+            assert word in message, f"{gid} should name '{word}': {message}\n{where}"

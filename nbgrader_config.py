@@ -21,6 +21,17 @@ c.Execute.iopub_timeout = 60
 # Kernels on private Unix sockets: parallel grading never races for TCP ports (grader/kernels.py).
 c.Execute.kernel_manager_class = "grader.kernels.IsolatedKernelManager"
 
+# Sanitizing a submission before it runs: nbgrader's default steps, with DeduplicateIds (which
+# fails the whole submission over one copied graded cell) replaced by DropDuplicateCells (keeps
+# the first copy, removes the others, logs a note for the report; see grader/preprocessors.py).
+c.Autograde.sanitize_preprocessors = [
+    "nbgrader.preprocessors.ClearOutput",
+    "grader.preprocessors.DropDuplicateCells",
+    "nbgrader.preprocessors.OverwriteKernelspec",
+    "nbgrader.preprocessors.OverwriteCells",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
+
 # Limits on one submission while it is graded (grader/sandbox.py says what is enforced where).
 c.Limits.submission_seconds = int(os.environ.get("COURSE_SUBMISSION_SECONDS", "900"))
 c.Limits.memory_mb = int(os.environ.get("COURSE_MEMORY_MB", "8192"))

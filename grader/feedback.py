@@ -34,12 +34,6 @@ class HideHiddenTests(ClearHiddenTests):
         return cell, resources
 
 
-def strip_hidden(nb: NotebookNode) -> NotebookNode:
-    """Apply :class:`HideHiddenTests` to a whole notebook (returns the same notebook)."""
-    nb, _ = HideHiddenTests().preprocess(nb, {})
-    return nb
-
-
 def feedback_config() -> Config:
     """nbgrader configuration that puts :class:`HideHiddenTests` first in generate_feedback."""
     config = Config()

@@ -8,15 +8,15 @@ folder beside it. The process and everything it starts (the kernel) run under li
 space (memory), size of any file written, number of processes. A submission that passes a limit
 is stopped and reported; the others are graded as usual.
 
-What is enforced where: the limits use POSIX rlimits (Linux, macOS); the number of processes is
-not limited for root, and the scratch folder keeps relative paths away from the course, but a
-kernel run by the same user can still open an absolute path: :mod:`grader.tampering` flags code
-that does.
+What is enforced where: the limits use POSIX rlimits (Linux, macOS), set by :mod:`grader.limits`,
+which then becomes the nbgrader process (no ``preexec_fn``: grading runs in threads); the number
+of processes is not limited for root, and the scratch folder keeps relative paths away from the
+course, but a kernel run by the same user can still open an absolute path:
+:mod:`grader.tampering` flags code that does.
 """
 
 from __future__ import annotations
 
-import resource
 import shutil
 import subprocess
 import sys
@@ -25,12 +25,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import nbformat
 import psutil
 from traitlets import Integer
 from traitlets.config import Configurable
 
+from grader import limits as rlimits
 from grader.paths import load_config
+from grader.preprocessors import removed_copies
 
 
 class Limits(Configurable):
@@ -51,15 +52,6 @@ class Limits(Configurable):
 def limits_of(root: Path) -> Limits:
     """The limits configured for the course at ``root``."""
     return Limits(config=load_config(root))
-
-
-def _apply_limits(limits: Limits) -> None:
-    """Run in the child before nbgrader starts: set the rlimits it and its kernel inherit."""
-    mb = 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mb, limits.memory_mb * mb))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_mb * mb, limits.file_size_mb * mb))
-    resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 RUNNING: set[int] = set()  # pids of the nbgrader processes grading now
@@ -93,7 +85,6 @@ class Outcome:
     ok: bool
     seconds: float
     db_url: str
-    log: str
     message: str = ""
 
 
@@ -107,32 +98,6 @@ def _scratch_course(root: Path, assignment: str, student: str, main_db: Path) ->
     return scratch
 
 
-def drop_duplicate_cells(folder: Path) -> list[str]:
-    """Remove second copies of graded cells (nbgrader stops on them); say what was removed.
-
-    nbgrader restores every test cell from the gradebook by its grade_id, so a copy adds
-    nothing but makes nbgrader reject the whole notebook.
-    """
-    notes = []
-    for path in sorted(folder.glob("*.ipynb")):
-        try:
-            nb = nbformat.read(str(path), as_version=4)
-        except Exception:
-            continue  # nbgrader reports an unreadable notebook itself
-        seen, kept = set(), []
-        for cell in nb.cells:
-            grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-            if grade_id and grade_id in seen:
-                notes.append(f"a second copy of cell {grade_id} was removed before grading")
-                continue
-            seen.add(grade_id)
-            kept.append(cell)
-        if len(kept) != len(nb.cells):
-            nb.cells = kept
-            nbformat.write(nb, str(path))
-    return notes
-
-
 def grade(
     root: Path, assignment: str, student: str, main_db: Path, env: dict[str, str], limits: Limits
 ) -> tuple[Outcome, Path]:
@@ -142,41 +107,38 @@ def grade(
     caller reads the scores from ``outcome.db_url`` and removes the scratch folder.
     """
     scratch = _scratch_course(root, assignment, student, main_db)
-    notes = drop_duplicate_cells(scratch / "submitted" / student / assignment)
     url = f"sqlite:///{scratch / 'gradebook.db'}"
     command = [sys.executable, "-m", "nbgrader", "autograde", assignment, "--student", student]
     command += ["--db", url, f"--CourseDirectory.root={scratch}", "--force"]
+    # The limits are set by a wrapper that becomes nbgrader (exec), not by preexec_fn, which is
+    # unsafe in a process with threads: process.pid is nbgrader's own id (see kill_tree).
+    command = rlimits.wrap(command, limits.memory_mb, limits.file_size_mb, limits.processes)
     start = time.perf_counter()
     process = subprocess.Popen(
-        command,
-        cwd=scratch,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        preexec_fn=lambda: _apply_limits(limits),
+        command, cwd=scratch, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     RUNNING.add(process.pid)
     try:
         log, _ = process.communicate(timeout=limits.submission_seconds)
     except subprocess.TimeoutExpired:
         kill_tree(process.pid)
-        log, _ = process.communicate()
+        process.communicate()
         message = (
             f"stopped after {limits.submission_seconds} s, the time limit per submission "
             "(a cell that never ends?)"
         )
-        return Outcome(False, time.perf_counter() - start, url, log, message), scratch
+        return Outcome(False, time.perf_counter() - start, url, message), scratch
     finally:
         RUNNING.discard(process.pid)
     seconds = time.perf_counter() - start
     graded = scratch / "autograded" / student / assignment
     if process.returncode != 0 or not graded.is_dir():
-        return Outcome(False, seconds, url, log, _first_error(log)), scratch
+        return Outcome(False, seconds, url, _first_error(log)), scratch
     target = root / "autograded" / student / assignment
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(graded, target)
-    return Outcome(True, seconds, url, log, "; ".join(notes)), scratch
+    # Notes of grader.preprocessors.DropDuplicateCells (nbgrader_config.py), from nbgrader's log.
+    return Outcome(True, seconds, url, "; ".join(removed_copies(log))), scratch
 
 
 PLAIN_WORDS = {

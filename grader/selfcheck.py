@@ -55,10 +55,9 @@ def error_message(cell: NotebookNode) -> str:
 
 def edited(cell: NotebookNode) -> bool:
     """True when a read-only cell's source no longer matches its checksum."""
-    meta = cell.metadata.get("nbgrader", {})
-    if not meta.get("locked") or "checksum" not in meta:
+    if not utils.is_locked(cell) or "checksum" not in cell.metadata.nbgrader:
         return False
-    return meta["checksum"] != utils.compute_checksum(cell)
+    return cell.metadata.nbgrader["checksum"] != utils.compute_checksum(cell)
 
 
 def execute(nb: NotebookNode, folder: Path, timeout: int = 120) -> NotebookNode:

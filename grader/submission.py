@@ -24,10 +24,11 @@ from pathlib import Path
 import nbformat
 import yaml
 from nbformat import NotebookNode
+from nbgrader.preprocessors import ClearSolutions
+from nbgrader.utils import is_solution
+from traitlets.config import Config
 
 from grader.paths import CourseError
-
-BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 
 
 def read_notebook(path: Path) -> NotebookNode:
@@ -62,11 +63,6 @@ def grade_id(cell: NotebookNode) -> str:
     return cell.metadata.get("nbgrader", {}).get("grade_id", "")
 
 
-def is_solution(cell: NotebookNode) -> bool:
-    """True for a cell the student writes in (code or written answer)."""
-    return bool(cell.metadata.get("nbgrader", {}).get("solution"))
-
-
 def defined_names(source: str) -> list[str]:
     """The functions, classes and variables a cell defines at top level."""
     try:
@@ -95,7 +91,7 @@ def solution_cells(nb: NotebookNode) -> dict[str, NotebookNode]:
     return cells
 
 
-def fill(nb: NotebookNode, code: dict[str, str], where: str = "the notebook") -> list[str]:
+def fill(nb: NotebookNode, code: dict[str, str]) -> list[str]:
     """Replace the solution cells named in ``code``; return the names not found in ``nb``."""
     cells = solution_cells(nb)
     missing = []
@@ -107,16 +103,29 @@ def fill(nb: NotebookNode, code: dict[str, str], where: str = "the notebook") ->
     return missing
 
 
-def strip_markers(source: str) -> str:
-    """Remove the ### BEGIN/END SOLUTION lines of an instructor's cell, keeping the code."""
-    lines = [line for line in source.splitlines() if line.strip() not in (BEGIN, END)]
-    return "\n".join(lines)
+def solution_markers(config: Config | None = None) -> tuple[str, str]:
+    """nbgrader's delimiters of solutions (``ClearSolutions``), as ``config`` sets them."""
+    clear = ClearSolutions(config=config or Config())
+    return clear.begin_solution_delimeter, clear.end_solution_delimeter
 
 
-def reference_code(source_nb: NotebookNode) -> dict[str, str]:
-    """The solution of every solution cell of an instructor's notebook, by grade_id."""
+def strip_markers(source: str, markers: tuple[str, str]) -> str:
+    """Remove the lines of ``source`` that hold a marker (as ``ClearSolutions`` finds them)."""
+    begin, end = markers
+    return "\n".join(line for line in source.splitlines() if begin not in line and end not in line)
+
+
+def reference_code(source_nb: NotebookNode, config: Config | None = None) -> dict[str, str]:
+    """The solution of every solution cell of an instructor's notebook, by grade_id.
+
+    ``config`` is the course's nbgrader configuration, whose ``ClearSolutions`` delimiters mark
+    the solutions (nbgrader's defaults without it).
+    """
+    markers = solution_markers(config)
     return {
-        grade_id(cell): strip_markers(cell.source) for cell in source_nb.cells if is_solution(cell)
+        grade_id(cell): strip_markers(cell.source, markers)
+        for cell in source_nb.cells
+        if is_solution(cell)
     }
 
 

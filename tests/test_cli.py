@@ -1,19 +1,36 @@
-"""The `course` command: self-check exit codes, grades, feedback, and one-line errors."""
+"""The `course` command: self-check exit codes, grades, feedback, and one-line errors.
+
+Also the grader's units around nbgrader: the rlimit wrapper of a grading process, the duplicate
+cell preprocessor, the solution markers of submissions and the self-check's read-only cells.
+"""
 
 from __future__ import annotations
 
+import copy
 import csv
+import json
+import logging
 import re
+import resource
 import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
 import pytest
+from nbformat import NotebookNode
+from nbgrader import utils
+from nbgrader.converters import Autograde
+from nbgrader.nbgraderformat import MetadataValidator, SchemaTooOldError
+from nbgrader.preprocessors import DeduplicateIds
+from traitlets.config import Config
+from traitlets.utils.importstring import import_item
 
-from grader import tampering
+from grader import limits, sandbox, selfcheck, tampering
 from grader.cli import main
-from grader.submission import read_notebook
+from grader.paths import load_config
+from grader.preprocessors import REMOVED, DropDuplicateCells, removed_copies
+from grader.submission import fill, read_notebook, reference_code, solution_markers
 from tests.conftest import ASSIGNMENTS, REPO
 
 COURSE = [sys.executable, "-m", "grader.cli"]
@@ -140,3 +157,177 @@ def test_submission_build(tmp_path: Path) -> None:
     done = course("submission", "build", str(release), str(description), str(out))
     assert done.returncode == 2
     assert "not_a_function" in done.stderr and "generate_square_subsequent_mask" in done.stderr
+
+
+# ----------------------------------------------------------------------------- limits
+RLIMITS = ["RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_NPROC", "RLIMIT_CORE"]
+SHOW_LIMITS = (
+    "import json, os, resource, subprocess, sys\n"
+    f"names = {RLIMITS!r}\n"
+    "mine = [resource.getrlimit(getattr(resource, n)) for n in names]\n"
+    "code = 'import json, resource; print(json.dumps([resource.getrlimit(getattr(resource, n))'"
+    " + f' for n in {names!r}]))'\n"
+    "child = json.loads(subprocess.run([sys.executable, '-c', code], capture_output=True,"
+    " text=True, check=True).stdout)\n"
+    "try:\n"
+    "    with open(sys.argv[1], 'wb') as f:\n"
+    "        f.write(bytes(3 * 1024 * 1024))\n"
+    "    big = 'written'\n"
+    "except OSError as error:\n"
+    "    big = type(error).__name__\n"
+    "print(json.dumps({'pid': os.getpid(), 'mine': mine, 'child': child, 'big': big}))\n"
+)
+
+
+def test_limits_wrapper_sets_the_rlimits_then_becomes_the_command(tmp_path: Path) -> None:
+    """The limits hold in the command and in what it starts; the command keeps the pid."""
+    command = limits.wrap(
+        [sys.executable, "-c", SHOW_LIMITS, str(tmp_path / "big")],
+        memory_mb=3000,
+        file_size_mb=2,
+        processes=4000,
+    )
+    assert command[:3] == [sys.executable, "-m", "grader.limits"]
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    out, _ = process.communicate(timeout=60)
+    assert process.returncode == 0
+    shown = json.loads(out)
+    mb = 1024 * 1024
+    expected = [[3000 * mb] * 2, [2 * mb] * 2, [4000] * 2, [0, 0]]
+    assert shown["mine"] == expected
+    assert shown["child"] == expected  # a kernel inherits them
+    assert shown["big"] == "OSError"  # a 3 MB file under a 2 MB limit: EFBIG
+    assert shown["pid"] == process.pid  # exec, not a child: kill_tree(pid) reaches nbgrader
+    assert resource.getrlimit(resource.RLIMIT_FSIZE) != (2 * mb, 2 * mb)  # caller untouched
+
+
+def test_limits_wrapper_reports_a_missing_command(tmp_path: Path) -> None:
+    command = limits.wrap(["no-such-program-here"], memory_mb=3000, file_size_mb=2, processes=99)
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 1
+    assert "cannot run no-such-program-here" in done.stderr and "Error" in done.stderr
+
+
+def test_sandbox_starts_nbgrader_through_the_wrapper(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No preexec_fn (unsafe with threads): the limits come from the wrapper's arguments."""
+    root = tmp_path / "course"
+    (root / "submitted/ann/a_masks").mkdir(parents=True)
+    (root / "nbgrader_config.py").write_text((REPO / "nbgrader_config.py").read_text())
+    (root / "gradebook.db").write_bytes(b"")
+    started = []
+
+    class Finished:
+        pid, returncode = -1, 1
+
+        def communicate(self, timeout: float | None = None) -> tuple[str, None]:
+            return "[AutogradeApp | ERROR] ValueError: boom\n", None
+
+    def popen(command: list[str], **kwargs: object) -> Finished:
+        started.append((command, kwargs))
+        return Finished()
+
+    monkeypatch.setattr(sandbox.subprocess, "Popen", popen)
+    config = sandbox.Limits(memory_mb=1234, file_size_mb=56, processes=78)
+    outcome, scratch = sandbox.grade(root, "a_masks", "ann", root / "gradebook.db", {}, config)
+    sandbox.remove(scratch)
+    ((command, kwargs),) = started
+    assert "preexec_fn" not in kwargs
+    marker = command.index("--")
+    assert command[:marker] == limits.wrap([], 1234, 56, 78)[:-1]
+    assert command[marker + 1 : marker + 5] == [sys.executable, "-m", "nbgrader", "autograde"]
+    assert not outcome.ok and "boom" in outcome.message
+
+
+# ----------------------------------------------------------------------------- duplicate cells
+def graded_cell(grade_id: str, source: str, **flags: object) -> NotebookNode:
+    cell = nbformat.v4.new_code_cell(source)
+    meta = {"grade": False, "locked": False, "solution": False, "task": False, **flags}
+    cell.metadata["nbgrader"] = {"grade_id": grade_id, "schema_version": 3, **meta}
+    if meta["grade"]:
+        cell.metadata["nbgrader"]["points"] = 1
+    return cell
+
+
+def notebook_with_copies() -> NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    answer = graded_cell("answer", "x = 1", solution=True)
+    test = graded_cell("test_x", "assert x == 1", grade=True, locked=True)
+    second = copy.deepcopy(test)
+    second.source = "pass  # the student's copy"
+    nb.cells = [answer, test, nbformat.v4.new_code_cell("plain = 1"), second, copy.deepcopy(answer)]
+    return nb
+
+
+def test_drop_duplicate_cells_keeps_the_first_copy(caplog: pytest.LogCaptureFixture) -> None:
+    nb = notebook_with_copies()
+    with caplog.at_level(logging.WARNING):
+        nb, _ = DropDuplicateCells(log=logging.getLogger("dedup")).preprocess(nb, {})
+    assert [c.source for c in nb.cells] == ["x = 1", "assert x == 1", "plain = 1"]
+    notes = [REMOVED.format("test_x"), REMOVED.format("answer")]
+    assert [r.getMessage() for r in caplog.records] == notes
+    MetadataValidator().validate_nb(nb)  # what nbgrader's CheckCellMetadata runs next
+    # sandbox.grade reads the notes back from nbgrader's output
+    log = "".join(f"[AutogradeApp | WARNING] {note}\n" for note in [*notes, notes[0]])
+    assert removed_copies(log + f"print('{notes[1]}')\n") == notes
+
+
+def test_nbgraders_deduplicate_ids_fails_the_whole_notebook() -> None:
+    """Why DropDuplicateCells replaces DeduplicateIds (if this fails, nbgrader has changed)."""
+    nb, _ = DeduplicateIds().preprocess(notebook_with_copies(), {})
+    assert nb.cells[1].metadata.nbgrader == {}  # the earlier copy: empty metadata, kept
+    with pytest.raises(SchemaTooOldError):
+        MetadataValidator().validate_nb(nb)  # nbgrader then refuses the whole submission
+
+
+def test_the_course_sanitizes_with_drop_duplicate_cells() -> None:
+    configured = load_config(REPO).Autograde.sanitize_preprocessors
+    resolved = [import_item(p) if isinstance(p, str) else p for p in configured]
+    default = Autograde.class_traits()["sanitize_preprocessors"].default()
+    assert resolved == [DropDuplicateCells if p is DeduplicateIds else p for p in default]
+
+
+# ----------------------------------------------------------------------------- markers, metadata
+def test_reference_code_uses_the_configured_solution_markers() -> None:
+    assert solution_markers() == ("BEGIN SOLUTION", "END SOLUTION")
+    config = Config()
+    config.ClearSolutions.begin_solution_delimeter = "<<< ANSWER"
+    config.ClearSolutions.end_solution_delimeter = ">>> ANSWER"
+    source = nbformat.v4.new_notebook()
+    source.cells = [
+        graded_cell(
+            "f", "def f():\n    # <<< ANSWER\n    return 1\n    # >>> ANSWER", solution=True
+        ),
+        graded_cell("t", "assert f() == 1", grade=True, locked=True),
+    ]
+    code = reference_code(source, config)
+    assert code == {"f": "def f():\n    return 1"}
+    assert "<<< ANSWER" in reference_code(source)["f"]  # nbgrader's defaults do not see them
+    release = copy.deepcopy(source)
+    release.cells[0].source = "def f():\n    raise NotImplementedError()"
+    assert fill(release, code) == []
+    assert release.cells[0].source == "def f():\n    return 1"
+    assert release.cells[1].source == "assert f() == 1"
+
+
+def test_reference_code_of_the_course_has_no_marker() -> None:
+    begin, end = solution_markers(load_config(REPO))
+    for path in REPO.glob("source/*/*.ipynb"):
+        nb = read_notebook(path)
+        assert sum(utils.is_solution(c) for c in nb.cells)
+        for grade_id, code in reference_code(nb, load_config(REPO)).items():
+            assert begin not in code and end not in code, f"{path.name}: {grade_id}"
+
+
+def test_check_sees_an_edited_read_only_cell() -> None:
+    test = graded_cell("t", "assert f() == 1", grade=True, locked=True)
+    test.metadata.nbgrader["checksum"] = utils.compute_checksum(test)
+    assert not selfcheck.edited(test)
+    test.source = "pass"
+    assert selfcheck.edited(test)
+    test.metadata.nbgrader["locked"] = False  # a test cell is read-only whatever the flag says
+    assert selfcheck.edited(test)
+    answer = graded_cell("f", "def f(): ...", solution=True)
+    answer.metadata.nbgrader["checksum"] = "0"
+    assert not selfcheck.edited(answer)

@@ -15,6 +15,13 @@ In the text form each cell starts with a header line:
 
 The notebooks stay the source of truth (instructors may edit them in JupyterLab with nbgrader's
 toolbar); this tool is a convenience for authors who prefer a text editor and readable diffs.
+
+Why not jupytext's percent format: it carries nbgrader's metadata, but only as a raw JSON dict in
+each cell's header (``# %% nbgrader={"grade": true, "grade_id": "t", "locked": true, "points": 2,
+"schema_version": 3, "solution": false, "task": false}``), which the author must keep valid by
+hand and which reads far worse than a role (``%% code tests id=t points=2``). A new dependency
+would buy less readable sources, so this small tool stays; the notebooks it writes are ordinary
+nbgrader notebooks that jupytext or JupyterLab open like any other.
 """
 
 from __future__ import annotations

@@ -21,9 +21,10 @@ def diagnose_causal_mask(mask: object, sz: int) -> torch.Tensor:
     """Check a causal mask of size ``sz``: float, 0.0 on and below the diagonal, -inf above."""
     name = f"generate_square_subsequent_mask({sz})"
     mask = check_tensor(mask, name, shape=(sz, sz))
+    lower = torch.tril(torch.ones(sz, sz, dtype=torch.bool))  # on and below the diagonal
+    upper = ~lower
     if mask.dtype == torch.bool:
-        allowed_true = bool(mask.diagonal().all()) if sz else False
-        if allowed_true:
+        if sz > 0 and torch.equal(mask, lower):  # True exactly where attention is allowed
             fail(
                 f"{name} is a boolean mask with inverted meaning: it is True where attention is "
                 "allowed, but in PyTorch a True in a boolean mask means 'may NOT attend'. "
@@ -44,8 +45,6 @@ def diagnose_causal_mask(mask: object, sz: int) -> torch.Tensor:
         mask.dtype == torch.float32,
         expected_got(f"{name} has the wrong dtype.", torch.float32, mask.dtype),
     )
-    lower = torch.tril(torch.ones(sz, sz, dtype=torch.bool))  # on and below the diagonal
-    upper = ~lower
     allowed, blocked = mask[lower], mask[upper]
     if bool(torch.isinf(mask.diagonal()).any()):
         fail(
@@ -57,7 +56,13 @@ def diagnose_causal_mask(mask: object, sz: int) -> torch.Tensor:
             f"{name} has 1 (not 0) where attention is allowed. The mask is ADDED to the "
             "scores: 0 leaves an allowed score unchanged, 1 would shift it."
         )
-    if sz > 1 and bool(torch.isinf(allowed).any()) and bool((blocked == 0).all()):
+    strictly_lower = torch.tril(torch.ones(sz, sz, dtype=torch.bool), diagonal=-1)
+    if (
+        sz > 1
+        and bool((mask[strictly_lower] == NEG_INF).all())
+        and bool((mask.diagonal() == 0).all())
+        and bool((blocked == 0).all())
+    ):
         fail(
             f"{name} is transposed: it hides the past (below the diagonal) and lets every token "
             "see the future (above the diagonal). Row i is the query at position i; column j is "
@@ -101,7 +106,8 @@ def diagnose_padding_mask(mask: object, lengths: torch.Tensor, max_len: int) -> 
         )
     positions = torch.arange(max_len).unsqueeze(0)  # (1, max_len)
     padded = positions >= lengths.unsqueeze(1)  # (B, max_len)
-    if bool((mask == ~padded).all()):
+    mixed = bool(padded.any()) and not bool(padded.all())  # a constant mask proves nothing
+    if mixed and bool((mask == ~padded).all()):
         fail(
             f"{name} has the inverted meaning: it is True at real tokens. PyTorch's "
             "key_padding_mask is True at the PADDED positions (the ones to ignore)."

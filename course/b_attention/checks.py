@@ -17,7 +17,15 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from course.testcells import GradingError, check, check_tensor, expected_got, fail
+from course.testcells import (
+    GradingError,
+    check,
+    check_against_reference,
+    check_tensor,
+    expected_got,
+    fail,
+    same_values,
+)
 
 SCALE_D = "the scores are divided by d instead of sqrt(d)"
 NO_SCALE = "the scores are not scaled (divide QK^T by sqrt(d))"
@@ -29,6 +37,16 @@ NO_OUT_PROJ = "missing output projection"
 LN_AXIS = "LayerNorm over the wrong axis"
 LN_UNBIASED = "LayerNorm with the unbiased variance"
 RESIDUAL_AFTER_NORM = "the residual is added after the norm"
+KV_FROM_DECODER = (
+    "the keys and values come from the decoder states x, not from the memory (that is "
+    "self-attention). Cross-attention takes q from x, k and v from the memory"
+)
+Q_FROM_MEMORY = (
+    "the queries come from the memory, not from the decoder states x. Cross-attention has one "
+    "query per decoder position (q from x) and reads the memory through k and v"
+)
+K_FROM_DECODER = "the keys come from the decoder states x, not from the memory"
+V_FROM_DECODER = "the values come from the decoder states x, not from the memory"
 
 LAYER_PARTS = ("self_attn", "linear1", "linear2", "norm1", "norm2")
 
@@ -72,10 +90,16 @@ def diagnose_attention(
     )
     blocked = torch.isinf(m)
     if bool(torch.isinf(w).any()) or bool((w < -1e-6).any()):
+        if mask is not None and _probabilities_plus_mask(w, m, blocked):
+            fail(
+                f"{name}: {MASK_AFTER}. The weights hold -inf or negative values exactly where "
+                "the mask does: they are probabilities plus the mask. Add the mask to the "
+                "scores, THEN take the softmax, so that a -inf score becomes a weight of "
+                "exactly 0."
+            )
         fail(
-            f"{name}: {MASK_AFTER}. The weights hold -inf or negative values: they are no "
-            "longer probabilities. Add the mask to the scores, THEN take the softmax, so that a "
-            "-inf score becomes a weight of exactly 0."
+            f"{name}: the weights hold -inf or negative values, so they are not probabilities. "
+            "The weights are softmax(scores) over the keys: each is between 0 and 1."
         )
     check(not bool(torch.isnan(w).any()), f"{name}: the weights contain NaN values.")
     row_sums = w.sum(dim=-1)
@@ -116,6 +140,15 @@ def diagnose_attention(
         f"{name}: the output is not weights @ v (the weighted average of the values).",
     )
     return out, weights
+
+
+def _probabilities_plus_mask(w: torch.Tensor, m: torch.Tensor, blocked: torch.Tensor) -> bool:
+    """True when ``w`` is -inf exactly where the mask is, and ``w - mask`` lies in [0, 1]
+    elsewhere: what adding the mask after the softmax gives."""
+    if not torch.equal(torch.isinf(w), blocked):
+        return False
+    rest = (w - m)[~blocked]
+    return bool((rest >= -1e-6).all()) and bool((rest <= 1 + 1e-6).all())
 
 
 def _diagnose_temperature(
@@ -208,19 +241,33 @@ def diagnose_projections(module: nn.Module, d_model: int) -> None:
 
 
 def diagnose_output_projection(module: nn.Module, x: torch.Tensor) -> None:
-    """With out_proj set to 0 x + c, every output must be c: the projection is the last step."""
-    probe = copy.deepcopy(module).eval()
-    constant = torch.linspace(-1.0, 1.0, probe.out_proj.out_features)
-    with torch.no_grad():
-        probe.out_proj.weight.zero_()
-        probe.out_proj.bias.copy_(constant)
-        out = probe(x)
-    out = check_tensor(out, "MultiHeadSelfAttention(x)", shape=tuple(x.shape))
-    if not torch.allclose(out.detach().float(), constant.expand_as(out), atol=1e-6):
+    """With out_proj set to 0 x + c, every output must be c: the projection is the last step.
+
+    The missing projection is named only when out_proj has no effect at all on the output.
+    """
+    outputs = []
+    for constant in (torch.linspace(-1.0, 1.0, module.out_proj.out_features), torch.tensor(3.0)):
+        probe = copy.deepcopy(module).eval()
+        with torch.no_grad():
+            probe.out_proj.weight.zero_()
+            probe.out_proj.bias.copy_(constant.expand_as(probe.out_proj.bias))
+            out = probe(x)
+        out = check_tensor(out, "MultiHeadSelfAttention(x)", shape=tuple(x.shape))
+        outputs.append((out.detach().float(), constant.expand(out.shape[-1])))
+    (first, constant), (second, _) = outputs
+    if torch.allclose(first, constant.expand_as(first), atol=1e-6):
+        return
+    if torch.allclose(first, second, atol=1e-6):
         fail(
-            f"MultiHeadSelfAttention: {NO_OUT_PROJ}. Changing out_proj did not set the output: "
-            "after merging the heads, apply self.out_proj (it mixes what the heads found)."
+            f"MultiHeadSelfAttention: {NO_OUT_PROJ}. Changing out_proj did not change the "
+            "output: after merging the heads, apply self.out_proj (it mixes what the heads "
+            "found)."
         )
+    fail(
+        "MultiHeadSelfAttention: out_proj is used, but it is not the last step. With out_proj "
+        "set to 0 x + c every output should be exactly c; yours is not. Return "
+        "self.out_proj(merge_heads(...)) and nothing after it."
+    )
 
 
 def torch_attention_like(module: nn.Module, nhead: int) -> nn.MultiheadAttention:
@@ -246,6 +293,72 @@ def torch_attention_output(
     return twin(x, x, x, attn_mask=mask, need_weights=False)[0]
 
 
+# ---------------------------------------------------------------- cross-attention
+def check_cross_attention(
+    out: object,
+    module: nn.Module,
+    nhead: int,
+    x: torch.Tensor,
+    memory: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    name: str = "MultiHeadCrossAttention(x, memory)",
+) -> torch.Tensor:
+    """Compare ``out`` with ``nn.MultiheadAttention(x, memory, memory)`` holding the weights of
+    ``module``; name the mistakes whose output it equals. Returns ``out``.
+
+    A mistake is named only when the mistaken code could run on these inputs and its output
+    (computed by PyTorch's module, the inputs moved to other roles) equals ``out``.
+    """
+    twin = torch_attention_like(module, nhead)
+    bare = torch_attention_like(module, nhead)
+    with torch.no_grad():
+        bare.out_proj.weight.copy_(torch.eye(bare.out_proj.in_features))
+        bare.out_proj.bias.zero_()
+
+    def run(attn: nn.MultiheadAttention, q: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor]):
+        return attn(q, kv[0], kv[1], attn_mask=mask, need_weights=False)[0]
+
+    b, lq, d = x.shape
+    lk = memory.shape[1]
+    square = lq == lk  # the mask fits every arrangement of the inputs
+    with torch.no_grad():
+        expected = run(twin, x, (memory, memory))
+        if (
+            isinstance(out, torch.Tensor)
+            and tuple(out.shape) == (b, lk, d)
+            and not square
+            and any(
+                same_values(out, run(twin, memory, kv), 1e-5, 1e-5)
+                for kv in ((x, x), (memory, memory))
+                if mask is None
+            )
+        ):
+            fail(f"{name}: {Q_FROM_MEMORY}.")
+        mistakes = {}
+        if mask is None or square:
+            mistakes[KV_FROM_DECODER] = run(twin, x, (x, x))
+        if square:
+            mistakes[Q_FROM_MEMORY] = run(twin, memory, (x, x))
+            mistakes[Q_FROM_MEMORY + " (and so do the keys and values)"] = run(
+                twin, memory, (memory, memory)
+            )
+            mistakes[K_FROM_DECODER] = run(twin, x, (x, memory))
+            mistakes[V_FROM_DECODER] = run(twin, x, (memory, x))
+        mistakes[NO_OUT_PROJ] = run(bare, x, (memory, memory))
+    if isinstance(out, torch.Tensor) and tuple(out.shape) != (b, lq, d):
+        fail(
+            expected_got(
+                f"{name} has the wrong shape: one output per decoder position (the queries "
+                "come from x).",
+                (b, lq, d),
+                tuple(out.shape),
+            )
+        )
+    check_against_reference(out, expected, name, mistakes, atol=1e-5)
+    assert isinstance(out, torch.Tensor)
+    return out
+
+
 @contextmanager
 def explain_parts(
     sdpa: Callable | None = None,
@@ -262,7 +375,8 @@ def explain_parts(
             raise
         joined = "\n".join(f"- {note}" for note in notes)
         raise GradingError(
-            f"{error}\nThe parts it is built from have known mistakes; fix them first:\n{joined}"
+            f"{error}\nThe parts it may be built from have known mistakes; fix them first:\n"
+            f"{joined}"
         ) from None
 
 
@@ -329,8 +443,9 @@ def diagnose_layer_norm(out: object, x: torch.Tensor, eps: float = 1e-5) -> torc
                 "D features: the last axis (dim=-1)."
             )
         fail(
-            f"{LN_AXIS}, or the mean is wrong: after layer_norm with gamma = 1 and beta = 0 "
-            "every row (last axis) should have mean 0. Normalise over dim=-1 only."
+            "layer_norm: after layer_norm with gamma = 1 and beta = 0 every row (the last axis, "
+            "one token's D features) should have mean 0; yours do not. Subtract the mean over "
+            "dim=-1."
         )
     unbiased_target = var_x * width / (width - 1)
     unbiased_target = var_x / (unbiased_target + eps)
@@ -409,22 +524,37 @@ def torch_layer_like(
     return twin.eval()
 
 
-def diagnose_post_norm_rows(out: object, shape: tuple[int, ...]) -> torch.Tensor:
-    """A post-norm layer ends with LayerNorm: with its default weights (1, 0) every output row
-    has mean 0 and variance close to 1."""
-    out = check_tensor(out, "TransformerLayer(x)", shape=shape)
-    y = out.detach().to(torch.float64)
-    normalised = torch.allclose(y.mean(-1), torch.zeros(()).double(), atol=1e-4) and bool(
-        ((y.var(-1, unbiased=False) - 1).abs() < 1e-2).all()
-    )
-    if not normalised:
-        fail(
-            f"TransformerLayer (post-norm): {RESIDUAL_AFTER_NORM}? The output of a post-norm "
-            "layer comes out of norm2, so with fresh LayerNorms each row has mean 0 and "
-            "variance 1; yours does not. Post-norm is O1 = LN1(SA(X) + X): add the residual "
-            "first, then normalise."
-        )
-    return out
+def layer_mistakes(
+    twin: nn.TransformerEncoderLayer,
+    x: torch.Tensor,
+    norm_first: bool,
+    mask: torch.Tensor | None = None,
+) -> dict[str, torch.Tensor]:
+    """The outputs of the usual arrangement mistakes, built from PyTorch's submodules (same
+    weights as the student's layer): {message naming the mistake: output}."""
+
+    def sa(h: torch.Tensor) -> torch.Tensor:
+        return twin.self_attn(h, h, h, attn_mask=mask, need_weights=False)[0]
+
+    def ff(h: torch.Tensor) -> torch.Tensor:
+        return twin.linear2(torch.relu(twin.linear1(h)))
+
+    n1, n2 = twin.norm1, twin.norm2
+    with torch.no_grad():
+        if norm_first:
+            h = n1(sa(x) + x)
+            return {
+                "norm_first=True should normalise the input of each sublayer (pre-norm); your "
+                "layer is post-norm.": n2(ff(h) + h)
+            }
+        h = n1(sa(x)) + x
+        after_norm = n2(ff(h)) + h
+        h = x + sa(n1(x))
+        pre = h + ff(n2(h))
+    return {
+        f"{RESIDUAL_AFTER_NORM}: post-norm is LN(SA(X) + X), not LN(SA(X)) + X.": after_norm,
+        "norm_first=False is post-norm; your layer normalises first (pre-norm).": pre,
+    }
 
 
 def check_gradients(module: nn.Module, name: str) -> None:

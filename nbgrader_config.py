@@ -32,6 +32,18 @@ c.Autograde.sanitize_preprocessors = [
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
 
+# Running a submission: nbgrader's default steps, with Execute replaced by ExecuteKeepingPoints
+# (a kernel that dies keeps the points of the cells that ran before it; grader/preprocessors.py).
+c.Autograde.autograde_preprocessors = [
+    "grader.preprocessors.ExecuteKeepingPoints",
+    "nbgrader.preprocessors.IgnorePattern",
+    "nbconvert.preprocessors.ClearMetadataPreprocessor",
+    "nbgrader.preprocessors.LimitOutput",
+    "nbgrader.preprocessors.SaveAutoGrades",
+    "nbgrader.preprocessors.AssignLatePenalties",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
+
 # Limits on one submission while it is graded (grader/sandbox.py says what is enforced where).
 c.Limits.submission_seconds = int(os.environ.get("COURSE_SUBMISSION_SECONDS", "900"))
 c.Limits.memory_mb = int(os.environ.get("COURSE_MEMORY_MB", "8192"))

@@ -69,6 +69,7 @@ def run(
     assignments: list[str],
     jobs: int,
     say: Callable[[str], None] = print,
+    unsafe_no_sandbox: bool = False,
 ) -> Path:
     """Release, build the demo class, autograde in parallel, write feedback and the grade table."""
     from grader import pipeline
@@ -84,6 +85,7 @@ def run(
             jobs=jobs,
             students=students,
             progress=lambda g, a=assignment: say(_graded_line(a, g)),
+            unsafe_no_sandbox=unsafe_no_sandbox,
         )
         failed = [g for g in results if not g.ok]
         if failed:

@@ -170,8 +170,17 @@ def _zero(row: object) -> None:
             grade.needs_manual_grade = False
 
 
+UNSAFE = "graded WITHOUT the sandbox (--unsafe-no-sandbox): its code could reach the grader"
+
+
 def _grade_one(
-    root: Path, assignment: str, student: str, main_db: Path, env: dict[str, str], limits: object
+    root: Path,
+    assignment: str,
+    student: str,
+    main_db: Path,
+    env: dict[str, str],
+    limits: object,
+    sandboxed: bool,
 ) -> tuple[Graded, str | None, Path | None]:
     submitted = root / "submitted" / student / assignment
     expected = release_notebooks(root, assignment)
@@ -182,13 +191,14 @@ def _grade_one(
             None,
             None,
         )
-    outcome, scratch = sandbox.grade(root, assignment, student, main_db, env, limits)
+    outcome, scratch = sandbox.grade(root, assignment, student, main_db, env, limits, sandboxed)
     graded = Graded(student, outcome.ok, outcome.seconds, outcome.message)
     if outcome.ok:
         graded.events = _examine(root, assignment, student, outcome.db_url)
+        notes = [n for n in (outcome.message, "" if sandboxed else UNSAFE) if n]
         for event in graded.events:
-            if outcome.message and event.status == "graded":
-                event.detail = outcome.message
+            if notes and event.status in ("graded", "flagged"):
+                event.detail = "; ".join([event.detail, *notes] if event.detail else notes)
     else:
         graded.events = [
             Event(assignment, student, name, "not graded", None, None, outcome.message)
@@ -272,11 +282,15 @@ def autograde(
     jobs: int = 1,
     students: Iterable[str] | None = None,
     progress: Callable[[Graded], None] | None = None,
+    unsafe_no_sandbox: bool = False,
 ) -> list[Graded]:
     """Autograde every submission of ``assignment`` (or the given students), ``jobs`` at a time.
 
     Each student runs in its own ``nbgrader autograde`` process, in a scratch course with a
-    private copy of the gradebook and within the course's limits (:mod:`grader.sandbox`). Its
+    private copy of the gradebook and within the course's limits (:mod:`grader.sandbox`); the
+    notebook's kernel runs in a bubblewrap sandbox (:mod:`grader.kernels`). Without bubblewrap
+    grading refuses to start, unless ``unsafe_no_sandbox``: then every notebook's report line
+    says it was graded without the sandbox. Its
     scores are checked for tampering (:mod:`grader.tampering`) and copied into the course
     gradebook as soon as it finishes, one student at a time, so that an interrupted run keeps
     every student graded so far and a failed submission keeps its earlier scores. The report
@@ -297,11 +311,17 @@ def autograde(
     missing = [s for s in chosen if not (root / "submitted" / s / assignment).is_dir()]
     if missing:
         raise CourseError(f"no submission of '{assignment}' for {', '.join(missing)}")
+    if not unsafe_no_sandbox:
+        sandbox.check_sandbox()
     use_this_python()
     env, limits = _worker_env(jobs), sandbox.limits_of(root)
     results: list[Graded] = []
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
-    futures = [pool.submit(_grade_one, root, assignment, s, main_db, env, limits) for s in chosen]
+    sandboxed = not unsafe_no_sandbox
+    futures = [
+        pool.submit(_grade_one, root, assignment, s, main_db, env, limits, sandboxed)
+        for s in chosen
+    ]
     try:
         for future in as_completed(futures):
             graded, own_url, scratch = future.result()

@@ -30,8 +30,8 @@ from traitlets import Integer
 from traitlets.config import Configurable
 
 from grader import limits as rlimits
-from grader.paths import load_config
-from grader.preprocessors import removed_copies
+from grader.paths import CourseError, load_config
+from grader.preprocessors import kernel_deaths, removed_copies
 
 
 class Limits(Configurable):
@@ -98,18 +98,51 @@ def _scratch_course(root: Path, assignment: str, student: str, main_db: Path) ->
     return scratch
 
 
+# The kernel of every graded notebook runs in bubblewrap (grader/kernels.py) unless the
+# instructor asks for --unsafe-no-sandbox.
+SANDBOXED_KERNEL = "--Execute.kernel_manager_class=grader.kernels.SandboxedKernelManager"
+
+
+def check_sandbox() -> None:
+    """Fail with a clear message unless bubblewrap can start a sandbox on this machine."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise CourseError(
+            "bubblewrap (bwrap) is not installed, so student code cannot be sandboxed: run "
+            "`make setup` (Debian/Ubuntu: apt-get install bubblewrap). To grade anyway, "
+            "without the sandbox, pass --unsafe-no-sandbox (the report marks every notebook)."
+        )
+    probe = [bwrap, "--ro-bind", "/", "/", "--unshare-all", "--cap-drop", "ALL", "true"]
+    done = subprocess.run(probe, capture_output=True, text=True, timeout=30)
+    if done.returncode != 0:
+        raise CourseError(
+            f"bubblewrap cannot start a sandbox here ({done.stderr.strip()[:200]}): user "
+            "namespaces may be disabled. To grade anyway, without the sandbox, pass "
+            "--unsafe-no-sandbox (the report marks every notebook)."
+        )
+
+
 def grade(
-    root: Path, assignment: str, student: str, main_db: Path, env: dict[str, str], limits: Limits
+    root: Path,
+    assignment: str,
+    student: str,
+    main_db: Path,
+    env: dict[str, str],
+    limits: Limits,
+    sandboxed: bool = True,
 ) -> tuple[Outcome, Path]:
     """Autograde one student in a scratch course; return the outcome and the scratch folder.
 
     The autograded notebooks are copied back to ``root/autograded/STUDENT/ASSIGNMENT``. The
-    caller reads the scores from ``outcome.db_url`` and removes the scratch folder.
+    caller reads the scores from ``outcome.db_url`` and removes the scratch folder. With
+    ``sandboxed`` (the default) the notebook's kernel runs in bubblewrap and sees nothing but
+    the submission's own folder (:class:`grader.kernels.SandboxedKernelManager`).
     """
     scratch = _scratch_course(root, assignment, student, main_db)
     url = f"sqlite:///{scratch / 'gradebook.db'}"
     command = [sys.executable, "-m", "nbgrader", "autograde", assignment, "--student", student]
     command += ["--db", url, f"--CourseDirectory.root={scratch}", "--force"]
+    command += [SANDBOXED_KERNEL] if sandboxed else []
     # The limits are set by a wrapper that becomes nbgrader (exec), not by preexec_fn, which is
     # unsafe in a process with threads: process.pid is nbgrader's own id (see kill_tree).
     command = rlimits.wrap(command, limits.memory_mb, limits.file_size_mb, limits.processes)
@@ -137,8 +170,9 @@ def grade(
     target = root / "autograded" / student / assignment
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(graded, target)
-    # Notes of grader.preprocessors.DropDuplicateCells (nbgrader_config.py), from nbgrader's log.
-    return Outcome(True, seconds, url, "; ".join(removed_copies(log))), scratch
+    # Notes of the course's preprocessors (nbgrader_config.py), read from nbgrader's log.
+    notes = removed_copies(log) + kernel_deaths(log)
+    return Outcome(True, seconds, url, "; ".join(notes)), scratch
 
 
 PLAIN_WORDS = {

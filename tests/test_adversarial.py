@@ -36,7 +36,9 @@ def set_code(name: str, code: str) -> Callable[[NotebookNode], NotebookNode]:
 
     def edit(nb: NotebookNode) -> NotebookNode:
         for cell in nb.cells:
-            if cell.cell_type == "code" and f"def {name}" in cell.source:
+            if cell.cell_type == "code" and (
+                f"def {name}" in cell.source or f"class {name}" in cell.source
+            ):
                 cell.source = code
                 return nb
         raise AssertionError(f"no cell defines {name}")
@@ -82,6 +84,7 @@ CASES: dict[str, Callable[[NotebookNode], NotebookNode] | str] = {
     ),
     "memory_hog": set_code(MASK, f"hog = torch.ones(2_000_000_000)\n\n{WRONG_MASK}"),
     "os_exit": set_code(MASK, "import os\nos._exit(3)\n"),
+    "os_exit_late": set_code("PositionalEncoding", "import os\nos._exit(3)\n"),
     "sys_exit": set_code(MASK, "import sys\nsys.exit(1)\n"),
     "deleted_test": on_cell("test_mask_visible", "delete"),
     "duplicated_test": on_cell("test_mask_hidden", "duplicate"),
@@ -194,11 +197,16 @@ def test_endless_loop_ignoring_sigint_is_stopped(adversarial_class: Path) -> Non
     assert "time limit" in line["detail"]
 
 
-def test_killed_kernel_is_reported(adversarial_class: Path) -> None:
+def test_killed_kernel_keeps_the_points_of_the_cells_before(adversarial_class: Path) -> None:
     (line,) = lines(adversarial_class, "os_exit")
-    assert line["status"] == "not graded", line
-    assert "kernel died" in line["detail"]
-    assert auto_score(adversarial_class, "os_exit") is None  # no points, nothing invented
+    assert line["status"] == "graded", line
+    assert "kernel died" in line["detail"] and "cells before it keep their points" in line["detail"]
+    assert auto_score(adversarial_class, "os_exit") == 0  # it died in the first exercise
+    (late,) = lines(adversarial_class, "os_exit_late")
+    assert late["status"] == "graded" and "kernel died" in late["detail"], late
+    # The mask and padding exercises ran before the kernel died in the positional encoding:
+    # their 5 points stay; the positional encoding's tests did not run and earn nothing.
+    assert auto_score(adversarial_class, "os_exit_late") == 5
 
 
 @pytest.mark.parametrize(

@@ -126,3 +126,18 @@ def test_torch_and_the_notebook_side_work_the_grader_is_absent(probed) -> None:
 def test_a_cell_timeout_interrupts_and_the_next_cell_runs(probed) -> None:
     assert error(probed["endless"]) == "KeyboardInterrupt"
     assert "the next cell runs" in text(probed["after"])
+
+
+def test_grading_refuses_without_bubblewrap(monkeypatch: pytest.MonkeyPatch) -> None:
+    from grader import sandbox
+    from grader.paths import CourseError
+
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    with pytest.raises(CourseError, match="--unsafe-no-sandbox"):
+        sandbox.check_sandbox()
+
+
+def test_bubblewrap_works_here() -> None:
+    from grader import sandbox
+
+    sandbox.check_sandbox()  # raises CourseError with the reason if it cannot start

@@ -50,10 +50,17 @@ def test_parallel_equals_sequential_nbgrader(graded_class: Path, tmp_path: Path)
     assert any(score and score > 0 for score, _ in sequential.values())
 
 
-def test_regrading_is_idempotent(graded_class: Path, tmp_path: Path) -> None:
+def test_regrading_is_idempotent_and_unsafe_mode_is_marked(
+    graded_class: Path, tmp_path: Path
+) -> None:
+    """Grading again gives the same scores; without the sandbox, the report says so."""
     root = tmp_path / "again"
     shutil.copytree(graded_class, root)
     before = scores(root, ASSIGNMENT)
-    results = pipeline.autograde(root, ASSIGNMENT, jobs=2, students=STUDENTS)
+    results = pipeline.autograde(
+        root, ASSIGNMENT, jobs=2, students=STUDENTS, unsafe_no_sandbox=True
+    )
     assert all(g.ok for g in results)
     assert scores(root, ASSIGNMENT) == before
+    events = [e for g in results for e in g.events]
+    assert events and all("WITHOUT the sandbox" in e.detail for e in events), events

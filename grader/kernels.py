@@ -119,7 +119,19 @@ def sandbox_command(
             "bubblewrap (bwrap) is not installed: `make setup` installs it (Debian package "
             "bubblewrap). Grading without a sandbox needs an explicit --unsafe-no-sandbox."
         )
-    args = [bwrap, "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev"]
+    # /tmp first: the folders bound below may live under /tmp (a clone there, say).
+    args = [
+        bwrap,
+        "--tmpfs",
+        "/tmp",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+    ]
     for link in ("bin", "lib", "lib64", "sbin"):
         if os.path.islink(f"/{link}"):
             args += ["--symlink", os.readlink(f"/{link}"), f"/{link}"]
@@ -128,7 +140,7 @@ def sandbox_command(
             args += ["--ro-bind", f"/etc/{entry}", f"/etc/{entry}"]
     for folder in _readable_roots():
         args += ["--ro-bind", folder, folder]
-    args += ["--tmpfs", "/tmp", "--bind", sockets, sockets, "--bind", workdir, workdir]
+    args += ["--bind", sockets, sockets, "--bind", workdir, workdir]
     args += ["--chdir", workdir, "--unshare-all", "--die-with-parent", "--new-session"]
     args += ["--cap-drop", "ALL", "--clearenv"]
     env = {"HOME": "/tmp", "PATH": f"{os.path.dirname(sys.executable)}:/usr/bin:/bin"}

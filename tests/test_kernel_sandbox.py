@@ -55,6 +55,7 @@ def probed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict]]:
     nb.cells += [
         nbformat.v4.new_code_cell(code, metadata={"probe": k}) for k, code in PROBES.items()
     ]
+    before = {p.pid for p in psutil.Process().children(recursive=True)}  # other tests' servers
     os.environ["COURSE_DB"] = "postgresql://user:password@server/gradebook"
     os.environ["NBGRADER_EXECUTION"] = "autograde"
     try:
@@ -72,7 +73,8 @@ def probed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict]]:
         del os.environ["COURSE_DB"], os.environ["NBGRADER_EXECUTION"]
         (Path("/tmp") / "host-file-for-sandbox-test").unlink()
     assert (work / "mine.txt").read_text() == "ok"
-    _, alive = psutil.wait_procs(psutil.Process().children(recursive=True), timeout=10)
+    ours = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    _, alive = psutil.wait_procs(ours, timeout=10)
     assert not alive, f"processes left after the kernel stopped: {alive}"
     return {c.metadata["probe"]: c.outputs for c in nb.cells if "probe" in c.metadata}
 

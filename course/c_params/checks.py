@@ -42,8 +42,16 @@ ALL_BIASES = (
 )
 LAYERNORM = (
     "the LayerNorm parameters are missing: a layer has two LayerNorms, each with a weight and "
-    "a bias of size d_model (4 x d_model in all). (The attention biases, 3 x d_model + d_model, "
-    "are the same number: check both.)"
+    "a bias of size d_model (4 x d_model in all)."
+)
+ATTENTION_BIASES = (
+    "the attention biases are missing: nn.MultiheadAttention has in_proj_bias (3 x d_model) "
+    "and out_proj.bias (d_model), 4 x d_model in all."
+)
+HEADS_CHANGE = (
+    "the count changes with the number of heads. The query, key, value and output projections "
+    "are d_model x d_model matrices whatever nhead is: the heads only cut their outputs into "
+    "slices of width d_model / nhead, so nhead must not appear in the count."
 )
 LAYERNORM_BIAS = (
     "half of the LayerNorm parameters are missing: each LayerNorm has a weight (gamma) AND a "
@@ -103,13 +111,23 @@ def as_count(value: object, name: str) -> int:
 def check_count(
     actual: object, expected: int, name: str, mistakes: Mapping[str, int] | None = None
 ) -> int:
-    """Compare a count exactly; when it is wrong, name the mistake whose count it equals."""
+    """Compare a count exactly; when it is wrong, name the mistake whose count it equals.
+
+    When several known mistakes give this same count, the message lists them all: the count
+    alone cannot tell which one the code made.
+    """
     value = as_count(actual, name)
     if value == expected:
         return value
-    for message, wrong in (mistakes or {}).items():
-        if wrong != expected and value == wrong:
-            fail(f"{name} = {value:,}, expected {expected:,}: {message}")
+    matches = [m for m, wrong in (mistakes or {}).items() if wrong != expected and value == wrong]
+    if len(matches) == 1:
+        fail(f"{name} = {value:,}, expected {expected:,}: {matches[0]}")
+    if matches:
+        listed = " OR ".join(f"({k}) {m}" for k, m in enumerate(matches, start=1))
+        fail(
+            f"{name} = {value:,}, expected {expected:,}. Several mistakes give exactly this "
+            f"count, check each: {listed}"
+        )
     fail(
         expected_got(
             f"{name} is wrong.", f"{expected:,}", f"{value:,} (off by {value - expected:+,})"
@@ -134,6 +152,8 @@ def layer_mistakes(d_model: int, nhead: int, d_hid: int) -> dict[str, int]:
         FFN_BIASES: total - ffn_biases,
         ALL_BIASES: total - biases - norm_biases,
         LAYERNORM: total - norms,
+        ATTENTION_BIASES: total
+        - _numel(layer, lambda n: n.startswith("self_attn") and n.endswith("bias")),
         LAYERNORM_BIAS: total - norm_biases,
         D_HID: parameter_count(encoder_layer(d_model, nhead, d_model)),
     }
@@ -167,7 +187,7 @@ def check_independent_of_heads(
     values = {h: as_count(count(d_model, h, *args, **kwargs), name) for h in heads}
     if len(set(values.values())) > 1:
         shown = ", ".join(f"nhead={h}: {v:,}" for h, v in values.items())
-        fail(f"{name}: {HEADS} Your counts for d_model={d_model}: {shown}.")
+        fail(f"{name}: {HEADS_CHANGE} Your counts for d_model={d_model}: {shown}.")
 
 
 # ---------------------------------------------------------------- closed forms only

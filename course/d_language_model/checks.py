@@ -165,22 +165,44 @@ def diagnose_causality(
         )
         other = run_model(model, changed, mask)
         if not torch.allclose(base[:, : t + 1], other[:, : t + 1], atol=1e-5, rtol=1e-4):
+            leak = (
+                f"with the causal mask passed, changing the tokens after position {t} changed "
+                f"the logits at positions <= {t}: the future leaks."
+            )
+            if torch.allclose(base, run_model(model, src, None), atol=1e-6, rtol=1e-6):
+                fail(
+                    f"The mask is ignored: {leak} The logits are the same with the mask and "
+                    "without it. Pass src_mask to the encoder: "
+                    "self.transformer_encoder(x, mask=src_mask)."
+                )
             fail(
-                f"The mask is ignored: with the causal mask passed, changing the tokens after "
-                f"position {t} changed the logits at positions <= {t}. The future leaks. Pass "
-                "src_mask to the encoder: self.transformer_encoder(x, mask=src_mask)."
+                f"The causal mask does not hold: {leak} Pass src_mask, as given, to the "
+                "encoder: self.transformer_encoder(x, mask=src_mask)."
             )
 
 
 def diagnose_positions(model: nn.Module, token: int, length: int, mask: torch.Tensor) -> None:
     """A row of one repeated token: without positions every position gives the same logits."""
     src = torch.full((1, length), token, dtype=torch.long)
-    out = run_model(model, src, mask)[0]  # (L, V)
+    calls: list[int] = []
+    hook = model.pos_encoder.register_forward_hook(lambda mod, args, out: calls.append(1))
+    try:
+        out = run_model(model, src, mask)[0]  # (L, V)
+    finally:
+        hook.remove()
     if bool(torch.allclose(out, out[:1].expand_as(out), atol=1e-5)):
+        same = (
+            "for a sequence of one repeated token, every position gets the same logits, so the "
+            "model cannot tell positions apart."
+        )
+        if not calls:
+            fail(
+                f"The positional encoding is skipped (pos_encoder is never called): {same} Add "
+                "the position table with self.pos_encoder(x) after the embedding."
+            )
         fail(
-            "The positional encoding is skipped: for a sequence of one repeated token, every "
-            "position gets the same logits, so the model cannot tell positions apart. Add the "
-            "position table with self.pos_encoder(x) after the embedding."
+            f"No position information reaches the encoder: {same} Pass the scaled embeddings "
+            "through self.pos_encoder and give its output to the encoder."
         )
 
 

@@ -72,15 +72,15 @@ def diagnose_last_token(
             "only itself; the last real token (position lengths[b] - 1) is the only one that has "
             "seen the whole sentence."
         )
-    if torch.equal(took, (length - 1) / 2 * torch.ones_like(took)):
-        fail(
-            f"{name}: you averaged over all L positions, padding included. This exercise asks "
-            "for the state at the last real token, position lengths[b] - 1."
-        )
     if torch.equal(took, wanted / 2):
         fail(
             f"{name}: you averaged the real positions (mean pooling). That is a fair method, but "
             "this exercise asks for the state at the last real token, position lengths[b] - 1."
+        )
+    if torch.equal(took, (length - 1) / 2 * torch.ones_like(took)):
+        fail(
+            f"{name}: you averaged over all L positions, padding included. This exercise asks "
+            "for the state at the last real token, position lengths[b] - 1."
         )
     if torch.equal(took, wanted + 1):
         fail(
@@ -110,7 +110,12 @@ def diagnose_head(model: nn.Module, d_model: int, vocab: int, n_classes: int) ->
             "The head should map a hidden state to one score per class.",
             f"Linear(in_features={d_model}, out_features={n_classes})",
             f"Linear(in_features={head.in_features}, out_features={head.out_features})",
-            hint="a head stacked on the word scores (Linear(V, 2)) keeps the LM head; replace it.",
+            hint=(
+                "a head that reads the word scores (Linear(V, n_classes)) keeps the LM head: "
+                "replace the LM head instead."
+                if head.in_features == vocab
+                else ""
+            ),
         ),
     )
     too_wide = [
@@ -125,17 +130,120 @@ def diagnose_head(model: nn.Module, d_model: int, vocab: int, n_classes: int) ->
     )
 
 
+def _is_causal(mask: object, length: int) -> bool:
+    """True when ``mask`` (L, L) hides exactly the positions after each query (float or bool)."""
+    if not isinstance(mask, torch.Tensor) or tuple(mask.shape[-2:]) != (length, length):
+        return False
+    future = torch.ones(length, length, dtype=torch.bool).triu(1)
+    m = mask.reshape(-1, length, length)[0]
+    if m.dtype == torch.bool:
+        return torch.equal(m, future)
+    hidden = m < -1e4  # -inf, or a large negative number
+    return torch.equal(hidden, future) and bool((m[~future] == 0).all())
+
+
+def _observe(model: nn.Module, ids: torch.Tensor, lengths: torch.Tensor) -> dict:
+    """Run ``model(ids, lengths)`` and record what it did: the mask given to the encoder stack,
+    the stack's output states (B, L, D) and the input of the head (B, D). Entries the model did
+    not produce (another route through the modules) are missing."""
+    seen: dict = {}
+    encoder = model.lm.transformer_encoder
+
+    def before_encoder(module, args, kwargs):
+        seen["mask"] = kwargs["mask"] if "mask" in kwargs else (args[1] if len(args) > 1 else None)
+
+    def after_encoder(module, args, output):
+        seen["states"] = output
+
+    def before_head(module, args):
+        seen["head_input"] = args[0]
+
+    hooks = [
+        encoder.register_forward_pre_hook(before_encoder, with_kwargs=True),
+        encoder.register_forward_hook(after_encoder),
+        model.lm.decoder.register_forward_pre_hook(before_head),
+    ]
+    try:
+        model(ids, lengths)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return seen
+
+
+def _positions_read(seen: dict) -> list[int | None] | None:
+    """For each sentence, the position whose state the head received (None: no single one)."""
+    states, head_input = seen.get("states"), seen.get("head_input")
+    if not isinstance(states, torch.Tensor) or not isinstance(head_input, torch.Tensor):
+        return None
+    if states.dim() != 3 or tuple(head_input.shape) != (states.size(0), states.size(2)):
+        return None
+    read = []
+    for b in range(states.size(0)):
+        close = (states[b] - head_input[b]).abs().amax(dim=-1) < 1e-6  # (L,)
+        read.append(int(close.nonzero()[0]) if int(close.sum()) == 1 else None)
+    return read
+
+
+def _cause(seen: dict, lengths: torch.Tensor, length: int) -> str:
+    """What the code did wrong, when the recorded forward pass shows it; else an empty string."""
+    if "mask" in seen and seen["mask"] is None:
+        return (
+            " The base ran without a mask: the language model was pretrained under the causal "
+            "mask, and without it every real token attends to the padding after it. Pass "
+            "causal_mask(L) to self.lm.encode."
+        )
+    if "mask" in seen and not _is_causal(seen["mask"], length):
+        return (
+            " The mask given to the encoder is not the causal mask (L, L) (-inf above the "
+            "diagonal, 0 elsewhere): pass causal_mask(L) to self.lm.encode."
+        )
+    read = _positions_read(seen)
+    if read is None:
+        return ""
+    wanted = (lengths - 1).tolist()
+    if read == [length - 1] * len(read) and read != wanted:
+        return (
+            " The head received the state at index -1, the last position of the padded batch, "
+            "which is padding in a shorter sentence. Take position lengths[b] - 1 of row b."
+        )
+    if read == [0] * len(read) and read != wanted:
+        return (
+            " The head received the state of the first position, which under the causal mask has "
+            "seen only the first word. Take the last real token, position lengths[b] - 1."
+        )
+    wrong = [(b, r, w) for b, (r, w) in enumerate(zip(read, wanted, strict=True)) if r != w]
+    if wrong and all(r is not None for _, r, _ in wrong):
+        b, r, w = wrong[0]
+        return (
+            f" The head received the state at position {r} of sentence {b}, whose last real "
+            f"token is at position {w} (lengths[{b}] - 1)."
+        )
+    return ""
+
+
+def _other_real_words(ids: torch.Tensor, real: torch.Tensor) -> torch.Tensor | None:
+    """``ids`` with every real token replaced by another word of the batch (no pad id)."""
+    words = ids[real].unique()  # sorted
+    if words.numel() < 2:
+        return None
+    index = torch.searchsorted(words, ids.clamp(max=int(words[-1])))
+    shifted = words[(index + 1) % words.numel()]
+    return torch.where(real, shifted, ids)
+
+
 def diagnose_classifier_output(
     model: nn.Module, ids: torch.Tensor, lengths: torch.Tensor, n_classes: int, pad_id: int
 ) -> None:
-    """Shape of the logits, and that padding and whatever follows the last real token are ignored.
+    """Shape of the logits, and that a sentence's scores depend on its real tokens only.
 
-    ``ids`` (B, L) must be right-padded with ``pad_id``.
+    ``ids`` (B, L) must be right-padded with ``pad_id`` (the contract of the exercise): every
+    input fed here keeps the padding positions at ``pad_id`` and the real ones at real words.
     """
     model.eval()
+    batch, length = ids.shape
     with torch.no_grad():
         logits = check_tensor(model(ids, lengths), "model(ids, lengths)")
-        batch = ids.size(0)
         check(
             tuple(logits.shape) == (batch, n_classes),
             expected_got(
@@ -145,34 +253,38 @@ def diagnose_classifier_output(
                 hint="take one position per sentence (the last real token) before the head.",
             ),
         )
+        seen = _observe(model, ids, lengths)
         more_padding = torch.cat([ids, torch.full_like(ids, pad_id)], dim=1)  # (B, 2L)
         check(
             torch.allclose(model(more_padding, lengths), logits, atol=1e-5),
-            "Adding more padding at the end changed the scores. A sentence's score must depend "
-            "on its real tokens only: take the state at position lengths[b] - 1 (not index -1, "
-            "which is padding in a shorter sentence), and keep the causal mask so that no real "
-            "token attends to the padding after it.",
+            "Adding more padding after the sentences changed their scores: a sentence's score "
+            "must depend on its real tokens only (the state at position lengths[b] - 1, computed "
+            "under the causal mask)." + _cause(seen, lengths, length),
         )
-        noise = torch.randint_like(ids, 0, int(ids.max()) + 1)
-        real = torch.arange(ids.size(1)) < lengths.unsqueeze(1)  # (B, L)
-        check(
-            torch.allclose(model(torch.where(real, ids, noise), lengths), logits, atol=1e-5),
-            "Changing the tokens after each sentence's end changed its scores: the classifier "
-            "reads past the last real token. With the causal mask (as in pretraining), the "
-            "state at position lengths[b] - 1 sees only positions 0 .. lengths[b] - 1.",
-        )
-        last = lengths - 1
+        for b in range(batch):
+            n = int(lengths[b])
+            alone = model(ids[b : b + 1, :n], lengths[b : b + 1])
+            check(
+                torch.allclose(alone, logits[b : b + 1], atol=1e-5),
+                f"Sentence {b} classified alone, without padding, got other scores than in the "
+                "padded batch: a sentence's score must not depend on the padding or on the other "
+                "sentences." + _cause(seen, lengths, length),
+            )
+        real = torch.arange(length) < lengths.unsqueeze(1)  # (B, L)
+        other = _other_real_words(ids, real)
+        if other is None:
+            return
+        rows, last = torch.arange(batch), lengths - 1
         changed = ids.clone()
-        changed[torch.arange(batch), last] = (ids[torch.arange(batch), last] + 1) % (
-            int(ids.max()) + 1
-        )
+        changed[rows, last] = other[rows, last]  # another real word at the last real position
         same = (model(changed, lengths) - logits).abs().amax(dim=-1) < 1e-6  # (B,)
-        check(
-            not bool(same.any()),
-            f"Changing the last real word of sentence {int(same.nonzero()[0]) if same.any() else 0}"
-            " did not change its scores: the representation does not see the whole sentence "
-            "(did you take the first position?).",
-        )
+        if bool(same.any()):
+            b = int(same.nonzero()[0])
+            fail(
+                f"Changing the last real word of sentence {b} did not change its scores: the "
+                "representation does not depend on the last word, although the state at "
+                "position lengths[b] - 1 has seen it." + _cause(seen, lengths, length)
+            )
 
 
 # ---------------------------------------------------------------- freezing and counting
@@ -189,9 +301,16 @@ def diagnose_frozen(model: nn.Module) -> None:
             "the base (embedding, positions, encoder) and leave the new head trainable."
         )
     if trainable_base and len(trainable_base) == sum(1 for _ in model.parameters()) - len(head):
+        in_eval = [name for name, module in model.named_modules() if name and not module.training]
+        if in_eval:
+            fail(
+                f"No parameter of the base was frozen; {in_eval[0]} was switched to eval mode "
+                "instead. `eval()` does not freeze anything (it only switches dropout off): set "
+                "`requires_grad = False` on every parameter of the base."
+            )
         fail(
-            "No parameter of the base was frozen. `model.eval()` or `torch.no_grad()` do not "
-            "freeze anything: set `requires_grad = False` on every parameter of the base."
+            "No parameter of the base was frozen: every parameter still requires a gradient. "
+            "Set `requires_grad = False` on every parameter of the base."
         )
     check(
         not trainable_base,
@@ -296,11 +415,13 @@ def diagnose_mask_tokens(
             f"Only the chosen positions (15%) get a label (the original id); the others get "
             f"{IGNORE}."
         )
-    check(
-        torch.equal(labels[chosen], original[chosen]),
-        f"labels of {name}: at a chosen position the label must be the ORIGINAL id (what the "
-        "model has to recover), not the corrupted input.",
-    )
+    if not torch.equal(labels[chosen], original[chosen]):
+        corrupted = torch.equal(labels[chosen], inputs[chosen])
+        fail(
+            f"labels of {name}: at a chosen position the label must be the ORIGINAL id (what the "
+            "model has to recover)"
+            + (", not the corrupted input." if corrupted else "; some labels are other ids.")
+        )
     check(
         torch.equal(inputs[~chosen], original[~chosen]),
         f"inputs of {name} changed positions that were not chosen (label {IGNORE}). Only the "

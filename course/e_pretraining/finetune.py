@@ -176,8 +176,9 @@ def plot_accuracy_curves(
 
 def summary(results: Mapping[str, Sequence[ClassifierHistory]], at_epochs: Sequence[int]) -> str:
     """A text table: mean +- spread of the validation accuracy at some epochs and at best."""
+    width = max(24, *(len(name) + 1 for name in results))
     header = "".join(f"{f'epoch {e}':>16}" for e in at_epochs)
-    lines = [f"{'setup':<24}{header}{'best epoch':>16}{'trainable':>12}"]
+    lines = [f"{'setup':<{width}}{header}{'best epoch':>16}{'trainable':>12}"]
     for name, runs in results.items():
         cells = []
         for epoch in at_epochs:
@@ -185,5 +186,5 @@ def summary(results: Mapping[str, Sequence[ClassifierHistory]], at_epochs: Seque
             cells.append(f"{mean:>9.1f} ± {spread:<4.1f}")
         mean, spread = mean_and_spread([100 * max(run.val_accuracy[1:]) for run in runs])
         cells.append(f"{mean:>9.1f} ± {spread:<4.1f}")
-        lines.append(f"{name:<24}{''.join(cells)}{runs[0].trainable:>12,}")
+        lines.append(f"{name:<{width}}{''.join(cells)}{runs[0].trainable:>12,}")
     return "\n".join(lines)

@@ -25,7 +25,7 @@ from nbgrader.apps import NbGraderAPI
 from nbgrader.coursedir import CourseDirectory
 from traitlets.config import Config
 
-from grader import report, sandbox
+from grader import report, sandbox, verification
 from grader.paths import CourseError, load_config, require_assignment, use_this_python
 
 
@@ -122,8 +122,18 @@ def release_notebooks(root: Path, assignment: str) -> list[str]:
     return sorted(p.stem for p in (root / "source" / assignment).glob("*.ipynb"))
 
 
-def _examine(root: Path, assignment: str, student: str, url: str) -> list[Event]:
-    """Report every notebook of a graded submission; flag tampering and zero its points."""
+def _examine(
+    root: Path,
+    assignment: str,
+    student: str,
+    url: str,
+    verifications: dict[str, verification.Verification],
+) -> list[Event]:
+    """Report every notebook of a graded submission; flag tampering and zero its points.
+
+    Tampering is what :mod:`grader.tampering` reads in the code, or a test cell that earned
+    points in the student's kernel but fails the trusted judge (:mod:`grader.verification`).
+    """
     events = _notebook_events(root, assignment, student)
     missing = {e.notebook for e in events}
     with Gradebook(url) as gb:
@@ -132,6 +142,9 @@ def _examine(root: Path, assignment: str, student: str, url: str) -> list[Event]
                 continue
             row = gb.find_submission_notebook(name, assignment, student)
             reasons = _tampering(root, assignment, student, name)
+            if name in verifications:
+                scores = {g.name: g.auto_score for g in row.grades}
+                reasons += verification.disagreements(verifications[name], scores)
             if reasons:
                 _zero(row)
                 gb.db.commit()
@@ -181,6 +194,7 @@ def _grade_one(
     env: dict[str, str],
     limits: object,
     sandboxed: bool,
+    judge: verification.Judge,
 ) -> tuple[Graded, str | None, Path | None]:
     submitted = root / "submitted" / student / assignment
     expected = release_notebooks(root, assignment)
@@ -191,10 +205,12 @@ def _grade_one(
             None,
             None,
         )
-    outcome, scratch = sandbox.grade(root, assignment, student, main_db, env, limits, sandboxed)
+    outcome, scratch = sandbox.grade(
+        root, assignment, student, main_db, env, limits, sandboxed, judge
+    )
     graded = Graded(student, outcome.ok, outcome.seconds, outcome.message)
     if outcome.ok:
-        graded.events = _examine(root, assignment, student, outcome.db_url)
+        graded.events = _examine(root, assignment, student, outcome.db_url, outcome.verifications)
         notes = [n for n in (outcome.message, "" if sandboxed else UNSAFE) if n]
         for event in graded.events:
             if notes and event.status in ("graded", "flagged"):
@@ -318,8 +334,9 @@ def autograde(
     results: list[Graded] = []
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     sandboxed = not unsafe_no_sandbox
+    judge = verification.Judge()
     futures = [
-        pool.submit(_grade_one, root, assignment, s, main_db, env, limits, sandboxed)
+        pool.submit(_grade_one, root, assignment, s, main_db, env, limits, sandboxed, judge)
         for s in chosen
     ]
     try:
@@ -339,8 +356,10 @@ def autograde(
         # Interrupted: stop the students still running; those saved so far stay saved.
         pool.shutdown(wait=False, cancel_futures=True)
         sandbox.stop_all()
+        judge.close()
         raise
     pool.shutdown()
+    judge.close()
     return sorted(results, key=lambda g: g.student)
 
 

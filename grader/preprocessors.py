@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
+from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 from nbformat import NotebookNode
 from nbgrader import utils
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from traitlets import Integer
+
+from grader.verification import observations_file
 
 REMOVED = "a second copy of cell {} was removed before grading"
 # nbgrader logs it as "[AutogradeApp | WARNING] a second copy of cell ID was removed ..."
@@ -69,14 +75,23 @@ def kernel_deaths(log: str) -> list[str]:
 
 
 class ExecuteKeepingPoints(Execute):
-    """nbgrader's ``Execute``, except that a kernel that dies does not cost the cells that ran.
+    """nbgrader's ``Execute``, except that a kernel that dies does not cost the cells that ran,
+    and that the student's code is observed for the trusted judge after the last cell.
 
     When the kernel dies (``os._exit``, a crash, the memory limit), nbclient raises
     ``DeadKernelError`` and nbgrader gives up on the whole notebook: no cell is graded. Here the
     notebook is kept as far as it ran: the cell that was running gets an error output, every
     later test cell gets one too (a test cell without an error output would earn its points),
     and grading goes on with what ran. One warning is logged (:data:`DIED`) for the report.
+
+    With :attr:`verification_seed` set (the grader sets it per submission), the kernel then runs
+    :func:`course.verify.observe` (:mod:`grader.verification`); if the kernel died, a fresh one
+    first re-runs the code cells that are not tests, up to the one that killed it.
     """
+
+    verification_seed = Integer(
+        0, help="Seed of the trusted verification's inputs (0: no verification)."
+    ).tag(config=True)
 
     _running: int | None = None
 
@@ -86,20 +101,69 @@ class ExecuteKeepingPoints(Execute):
         return super().preprocess_cell(cell, resources, index)
 
     def preprocess(self, nb: NotebookNode, resources: dict, km=None) -> tuple[NotebookNode, dict]:
+        # nbconvert's ExecutePreprocessor.preprocess, with the observation before the kernel
+        # stops and the dead kernel handled.
+        NotebookClient.__init__(self, nb, km)
+        self.reset_execution_trackers()
+        self._check_assign_resources(resources)
         try:
-            return super().preprocess(nb, resources, km=km)
+            with self.setup_kernel():
+                info = self.wait_for_reply(self.kc.kernel_info())
+                self.nb.metadata["language_info"] = info["content"]["language_info"]
+                for index, cell in enumerate(self.nb.cells):
+                    self.preprocess_cell(cell, resources, index)
+                self._observe()
         except DeadKernelError:
-            cells = self.nb.cells
-            died = self._running if self._running is not None else 0
-            name = cells[died].get("metadata", {}).get("nbgrader", {}).get("grade_id", died)
-            self.log.warning(DIED.format(name))
-            cells[died].setdefault("outputs", []).append(
-                _error("DeadKernelError", "the kernel died in this cell")
-            )
-            for cell in cells[died + 1 :]:
-                if cell.cell_type == "code" and utils.is_grade(cell):
-                    cell.outputs = [_error("NotRun", NOT_RUN)]
-            return self.nb, self.resources
+            self._keep_what_ran()
+        self.set_widgets_metadata()
+        return self.nb, self.resources
+
+    def _keep_what_ran(self) -> None:
+        cells = self.nb.cells
+        died = self._running if self._running is not None else 0
+        name = cells[died].get("metadata", {}).get("nbgrader", {}).get("grade_id", died)
+        self.log.warning(DIED.format(name))
+        cells[died].setdefault("outputs", []).append(
+            _error("DeadKernelError", "the kernel died in this cell")
+        )
+        for cell in cells[died + 1 :]:
+            if cell.cell_type == "code" and utils.is_grade(cell):
+                cell.outputs = [_error("NotRun", NOT_RUN)]
+        self._observe_in_fresh_kernel(cells[:died])
+
+    def _observe(self) -> None:
+        """Run the course's observation in the current kernel (see the class docstring)."""
+        if not self.verification_seed:
+            return
+        info = self.resources.get("nbgrader", {})
+        folder = self.resources.get("metadata", {}).get("path") or os.getcwd()
+        path = observations_file(Path(folder).absolute(), info.get("notebook", "notebook"))
+        code = (
+            "import course.verify as _course_verify\n"
+            f"_course_verify.observe({info.get('assignment')!r}, {self.verification_seed}, "
+            f"{str(path)!r})"
+        )
+        cell = NotebookNode(cell_type="code", source=code, metadata={}, outputs=[])
+        try:
+            self.execute_cell(cell, len(self.nb.cells), store_history=False)
+        except Exception as error:  # noqa: BLE001 - no observations: the grader flags points
+            self.log.warning("the observation for the trusted check failed: %s", error)
+
+    def _observe_in_fresh_kernel(self, before: list[NotebookNode]) -> None:
+        """Observe after a dead kernel: a new kernel re-runs the cells that are not tests."""
+        if not self.verification_seed:
+            return
+        self.km = self.kc = None
+        try:
+            with self.setup_kernel():
+                for cell in before:
+                    if cell.cell_type == "code" and not utils.is_grade(cell):
+                        copy = NotebookNode(cell_type="code", source=cell.source, metadata={})
+                        copy.outputs = []
+                        self.execute_cell(copy, len(self.nb.cells), store_history=False)
+                self._observe()
+        except Exception as error:  # noqa: BLE001 - no observations: the grader flags points
+            self.log.warning("the trusted check could not run after the kernel died: %s", error)
 
 
 def _error(name: str, message: str) -> NotebookNode:

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -30,6 +30,7 @@ from traitlets import Integer
 from traitlets.config import Configurable
 
 from grader import limits as rlimits
+from grader import verification
 from grader.paths import CourseError, load_config
 from grader.preprocessors import kernel_deaths, removed_copies
 
@@ -86,6 +87,8 @@ class Outcome:
     seconds: float
     db_url: str
     message: str = ""
+    # The trusted judge's verdicts, by notebook name (absent: the assignment has no judge).
+    verifications: dict[str, verification.Verification] = field(default_factory=dict)
 
 
 def _scratch_course(root: Path, assignment: str, student: str, main_db: Path) -> Path:
@@ -95,6 +98,8 @@ def _scratch_course(root: Path, assignment: str, student: str, main_db: Path) ->
         root / "submitted" / student / assignment, scratch / "submitted" / student / assignment
     )
     shutil.copyfile(main_db, scratch / "gradebook.db")
+    for planted in (scratch / "submitted").rglob(f"*{verification.SUFFIX}"):
+        planted.unlink()  # only the kernel's own observations are read
     return scratch
 
 
@@ -130,19 +135,24 @@ def grade(
     env: dict[str, str],
     limits: Limits,
     sandboxed: bool = True,
+    judge: verification.Judge | None = None,
 ) -> tuple[Outcome, Path]:
     """Autograde one student in a scratch course; return the outcome and the scratch folder.
 
     The autograded notebooks are copied back to ``root/autograded/STUDENT/ASSIGNMENT``. The
     caller reads the scores from ``outcome.db_url`` and removes the scratch folder. With
     ``sandboxed`` (the default) the notebook's kernel runs in bubblewrap and sees nothing but
-    the submission's own folder (:class:`grader.kernels.SandboxedKernelManager`).
+    the submission's own folder (:class:`grader.kernels.SandboxedKernelManager`). With a
+    ``judge`` and a judge for the assignment, the kernel's observations are judged
+    (:mod:`grader.verification`) and the verdicts returned in the outcome.
     """
     scratch = _scratch_course(root, assignment, student, main_db)
     url = f"sqlite:///{scratch / 'gradebook.db'}"
     command = [sys.executable, "-m", "nbgrader", "autograde", assignment, "--student", student]
     command += ["--db", url, f"--CourseDirectory.root={scratch}", "--force"]
     command += [SANDBOXED_KERNEL] if sandboxed else []
+    seed = verification.new_seed() if judge and verification.has_judge(assignment) else 0
+    command += [f"--ExecuteKeepingPoints.verification_seed={seed}"]
     # The limits are set by a wrapper that becomes nbgrader (exec), not by preexec_fn, which is
     # unsafe in a process with threads: process.pid is nbgrader's own id (see kill_tree).
     command = rlimits.wrap(command, limits.memory_mb, limits.file_size_mb, limits.processes)
@@ -167,12 +177,28 @@ def grade(
     graded = scratch / "autograded" / student / assignment
     if process.returncode != 0 or not graded.is_dir():
         return Outcome(False, seconds, url, _first_error(log)), scratch
+    verifications = {}
+    if seed and judge is not None:
+        for name in sorted(p.stem for p in graded.glob("*.ipynb")):
+            path = verification.observations_file(graded, name)
+            verifications[name] = judge.verify(assignment, seed, path)
+    for observed in graded.glob(f"*{verification.SUFFIX}"):
+        observed.unlink()
     target = root / "autograded" / student / assignment
     shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(graded, target)
+    copy_without_links(graded, target)
     # Notes of the course's preprocessors (nbgrader_config.py), read from nbgrader's log.
     notes = removed_copies(log) + kernel_deaths(log)
-    return Outcome(True, seconds, url, "; ".join(notes)), scratch
+    return Outcome(True, seconds, url, "; ".join(notes), verifications), scratch
+
+
+def copy_without_links(source: Path, target: Path) -> None:
+    """Copy a folder that student code wrote into, leaving out every symbolic link."""
+    shutil.copytree(source, target, ignore=_links)
+
+
+def _links(folder: str, names: list[str]) -> list[str]:
+    return [name for name in names if Path(folder, name).is_symlink()]
 
 
 PLAIN_WORDS = {

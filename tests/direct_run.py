@@ -196,20 +196,29 @@ def run_cell(cell: Cell, namespace: dict, caught: list) -> Outcome:
     )
 
 
-def run_notebook(cells: list[Cell]) -> list[Outcome]:
-    """Run the cells of one notebook in a fresh namespace, as one kernel would.
+def run_notebook(cells: list[Cell], namespace: dict | None = None) -> list[Outcome]:
+    """Run the cells of one notebook in a fresh namespace (or ``namespace``), as one kernel would.
 
     As in nbgrader, a cell that fails does not stop the run: the next cells run too.
     """
-    namespace: dict = {"__name__": "__main__"}
+    namespace = {"__name__": "__main__"} if namespace is None else namespace
     with like_a_kernel() as caught:
         return [run_cell(cell, namespace, caught) for cell in cells]
 
 
-def run_student(submitted: Path, repo: Path, assignment: str, student: str) -> list[Outcome]:
-    """Run every notebook a student submitted for ``assignment``; one Outcome per cell run."""
+def run_student(
+    submitted: Path, repo: Path, assignment: str, student: str, namespaces: list | None = None
+) -> list[Outcome]:
+    """Run every notebook a student submitted for ``assignment``; one Outcome per cell run.
+
+    The namespace each notebook ran in is appended to ``namespaces`` when one is given.
+    """
     outcomes = []
     for path in sorted((submitted / student / assignment).glob("*.ipynb")):
         instructor = read_notebook(repo / "source" / assignment / path.name)
-        outcomes += run_notebook(cells_to_run(grading_cells(read_notebook(path), instructor)))
+        namespace: dict = {"__name__": "__main__"}
+        cells = cells_to_run(grading_cells(read_notebook(path), instructor))
+        outcomes += run_notebook(cells, namespace)
+        if namespaces is not None:
+            namespaces.append(namespace)
     return outcomes

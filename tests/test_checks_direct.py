@@ -18,7 +18,7 @@ import torch
 
 from grader import demo
 from tests.conftest import ASSIGNMENTS, REPO
-from tests.direct_run import TEST, Outcome, build_class, run_student
+from tests.direct_run import TEST, Outcome, build_class, like_a_kernel, run_student
 
 STUDENTS = [(a, s) for a in ASSIGNMENTS for s in demo.descriptions(REPO, a)]
 STUB = "NotImplementedError"
@@ -63,7 +63,8 @@ def test_checks_grade_the_student_as_described(
 ) -> None:
     monkeypatch.setenv("COURSE_FAST", "1")
     monkeypatch.chdir(submitted / student / assignment)  # a kernel's working folder
-    outcomes = run_student(submitted, REPO, assignment, student)
+    namespaces: list[dict] = []
+    outcomes = run_student(submitted, REPO, assignment, student, namespaces)
     tests = {o.cell: o for o in outcomes if o.kind == TEST}
     lost = {gid for gid, o in tests.items() if o.message}
     expect = demo.descriptions(REPO, assignment)[student].get("expect", {})
@@ -87,3 +88,23 @@ def test_checks_grade_the_student_as_described(
         for gid in sorted(targeted):
             message = tests[gid].message.lower()
             assert word in message, f"{gid} should name '{word}': {message}\n{where}"
+
+    # The trusted judge agrees with the notebook's own tests, cell by cell (grader.verification).
+    if (REPO / "judge" / f"{assignment}.py").is_file():
+        (namespace,) = namespaces
+        verdicts = judged(assignment, namespace, submitted / student / assignment)
+        assert set(verdicts) == set(tests), f"the judge must cover every test cell: {where}"
+        disagree = {gid: verdicts[gid] for gid in tests if bool(verdicts[gid]) != (gid in lost)}
+        assert not disagree, f"the judge disagrees with the notebook on {disagree}: {where}"
+
+
+def judged(assignment: str, namespace: dict, folder: Path) -> dict[str, str | None]:
+    """The judge's verdicts on what the kernel-side observation reads in ``namespace``."""
+    from course import verify
+    from judge import core
+
+    seed = 20261123
+    path = folder / "observations.pt"
+    with like_a_kernel():
+        verify.observe(assignment, seed, str(path), namespace)
+    return core.verdicts(assignment, seed, core.load(str(path)))

@@ -183,24 +183,38 @@ def diagnose_encoding_values(table: torch.Tensor) -> None:
 
 def diagnose_encoding_storage(module: nn.Module, max_len: int, width: int) -> None:
     """The table must be a buffer: in state_dict, moved by .to(), not a parameter."""
+    diagnose_storage_sizes(storage_sizes(module), max_len, width)
+
+
+def storage_sizes(module: nn.Module) -> dict[str, list[int]]:
+    """The sizes of a module's parameters, buffers and state_dict entries."""
+    return {
+        "parameters": [p.numel() for p in module.parameters()],
+        "buffers": [b.numel() for b in module.buffers()],
+        "state": [v.numel() for v in module.state_dict().values()],
+    }
+
+
+def diagnose_storage_sizes(sizes: dict[str, list[int]], max_len: int, width: int) -> None:
+    """:func:`diagnose_encoding_storage` on the sizes :func:`storage_sizes` reads."""
     size = max_len * width
-    if any(p.numel() == size for p in module.parameters()):
+    if any(n == size for n in sizes["parameters"]):
         fail(
             "PositionalEncoding stores its table as an nn.Parameter: the optimiser would train "
             "it and parameter counts would include it. Use self.register_buffer(...)."
         )
     check(
-        not list(module.parameters()),
+        not sizes["parameters"],
         "PositionalEncoding should have no trainable parameters (only dropout and a buffer).",
     )
-    if not any(b.numel() == size for b in module.buffers()):
+    if not any(n == size for n in sizes["buffers"]):
         fail(
             "PositionalEncoding keeps its table as a plain attribute (or recomputes it): it is "
             f"not a registered buffer of max_len x d_model = {max_len} x {width} values, so it "
             "is missing from state_dict() and does not move with .to(device). Use "
             "self.register_buffer(name, table)."
         )
-    in_state = any(v.numel() == size for v in module.state_dict().values())
     check(
-        in_state, "PositionalEncoding's table should be saved in state_dict() (persistent buffer)."
+        any(n == size for n in sizes["state"]),
+        "PositionalEncoding's table should be saved in state_dict() (persistent buffer).",
     )

@@ -1,0 +1,67 @@
+"""The kernel's half of the trusted verification: observe the student's code on fresh inputs.
+
+When a notebook is graded, the notebook's own test cells run in the student's kernel, where
+student code could replace anything they call. So after the last cell the grader runs one more
+piece of code in the same kernel: :func:`observe`. It calls the student's functions and classes
+on inputs drawn from a seed the notebook never saw (``course/<assignment>/probe.py`` says which
+calls) and saves what they returned, as tensors and plain values, to a file. The grader's trusted
+judge (``judge/``, a separate process where no student code runs) loads that file with
+``torch.load(weights_only=True)``, draws the same inputs from the same seed, and decides every
+test cell's verdict itself. A test cell that passed in the kernel but fails in the judge flags
+the notebook.
+
+Nothing here needs to be trusted: whatever the student's code does to this module, the file can
+only earn a point by holding the right outputs for inputs it could not know in advance.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable
+
+import torch
+
+Observation = dict[str, object]
+
+
+def observe(assignment: str, seed: int, path: str, namespace: dict | None = None) -> None:
+    """Run ``course.<assignment>.probe`` on the kernel's namespace; save the results to ``path``.
+
+    Every item is observed on its own: an item whose call raises is saved as
+    ``{"error": message}``, and the judge fails that item only. ``namespace`` defaults to the
+    notebook's (``__main__``).
+    """
+    probe = importlib.import_module(f"course.{assignment}.probe")
+    namespace = vars(sys.modules["__main__"]) if namespace is None else namespace
+    results: dict[str, object] = {}
+    items: dict[str, Callable[[dict, int], object]] = probe.ITEMS
+    for name, item in items.items():
+        try:
+            results[name] = portable(item(namespace, seed))
+        except BaseException as error:  # noqa: BLE001 - a student's error is an observation
+            results[name] = {"error": f"{type(error).__name__}: {error}"[:500]}
+    torch.save(results, path)
+
+
+def portable(value: object) -> object:
+    """``value`` as tensors, numbers, strings, lists and dicts (what weights_only loads).
+
+    Anything else (a student's own object) becomes its type name, which never equals a tensor.
+    """
+    if isinstance(value, torch.Tensor):
+        return value.detach().as_subclass(torch.Tensor).clone().contiguous()
+    if type(value) in (bool, int, float, str) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [portable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): portable(v) for k, v in value.items()}
+    return f"<{type(value).__name__}>"
+
+
+def student(namespace: dict, name: str) -> Callable:
+    """The student's function or class ``name`` from the notebook's namespace."""
+    if name not in namespace:
+        raise NameError(f"{name} is not defined in the notebook")
+    return namespace[name]

@@ -1,0 +1,62 @@
+"""Verdicts from observations: the part of the judge shared by every assignment."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import stat
+from collections.abc import Callable
+
+import torch
+
+# Observations larger than this are refused (a submission could write a huge file).
+MAX_BYTES = 256 * 2**20
+
+Judge = Callable[[int, object], None]
+
+
+class Refused(Exception):
+    """The file of observations cannot be read safely."""
+
+
+def load(path: str) -> dict:
+    """The observations at ``path``: a regular file (no link), small, weights only."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as error:
+        raise Refused(f"no observations ({error.strerror})") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_BYTES:
+            raise Refused("the observations are not a regular file of reasonable size")
+        try:
+            data = torch.load(handle, weights_only=True)
+        except Exception as error:  # noqa: BLE001 - any unreadable file is refused
+            raise Refused(f"the observations cannot be read ({type(error).__name__})") from None
+    if not isinstance(data, dict):
+        raise Refused("the observations are not a dictionary")
+    return data
+
+
+def verdicts(assignment: str, seed: int, observations: dict) -> dict[str, str | None]:
+    """One verdict per test cell: None when it passes, else the reason it fails."""
+    judges: dict[str, Judge] = importlib.import_module(f"judge.{assignment}").JUDGES
+    result: dict[str, str | None] = {}
+    for cell, judge in judges.items():
+        result[cell] = _verdict(judge, seed, observations.get(cell, _MISSING))
+    return result
+
+
+_MISSING = {"error": "not observed (the verification did not run to this item)"}
+
+
+def _verdict(judge: Judge, seed: int, observed: object) -> str | None:
+    if isinstance(observed, dict) and set(observed) == {"error"}:
+        return f"the code raised {observed['error']}"
+    try:
+        judge(seed, observed)
+    except AssertionError as error:  # a check of the course: its message teaches
+        return str(error).splitlines()[0][:300] or "a check failed"
+    except Exception as error:  # noqa: BLE001 - observations of the wrong kind or shape
+        return f"{type(error).__name__}: {str(error)[:200]}"
+    return None

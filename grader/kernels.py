@@ -57,6 +57,11 @@ class SandboxedKernelManager(IsolatedKernelManager):
         ],
         help="Environment variables passed into the sandbox (all others are cleared).",
     ).tag(config=True)  # fmt: skip
+    socket_root = Unicode(
+        "",
+        help="Folder for the kernel's socket folder (default: the temporary folder). The grader "
+        "puts it in the submission's scratch course, which it removes whatever happened.",
+    ).tag(config=True)
     etc_files = List(
         Unicode(),
         ["ld.so.cache", "localtime", "passwd", "group", "nsswitch.conf", "fonts", "alternatives"],
@@ -76,7 +81,8 @@ class SandboxedKernelManager(IsolatedKernelManager):
     @property
     def _socket_folder(self) -> str:
         if not getattr(self, "_sockets", None):
-            self._sockets = tempfile.mkdtemp(prefix="course-sandbox-")
+            root = self.socket_root or None
+            self._sockets = tempfile.mkdtemp(prefix="course-sandbox-", dir=root)
         return self._sockets
 
     @property

@@ -25,7 +25,7 @@ from nbgrader.apps import NbGraderAPI
 from nbgrader.coursedir import CourseDirectory
 from traitlets.config import Config
 
-from grader import report, sandbox, verification
+from grader import reference_run, report, sandbox, verification
 from grader.paths import CourseError, load_config, require_assignment, use_this_python
 
 
@@ -58,6 +58,8 @@ def release(root: Path, assignment: str) -> Path:
     require_assignment(root, assignment)
     result = nbgrader_api(root).generate_assignment(assignment, force=True, create=True)
     _check_result(result, f"generating the release of '{assignment}'")
+    if reference_run.current(root, assignment) is None:
+        reference_run.record(root, assignment)  # the time limits of grading come from it
     return root / "release" / assignment
 
 
@@ -131,8 +133,9 @@ def _examine(
 ) -> list[Event]:
     """Report every notebook of a graded submission; flag tampering and zero its points.
 
-    Tampering is what :mod:`grader.tampering` reads in the code, or a test cell that earned
-    points in the student's kernel but fails the trusted judge (:mod:`grader.verification`).
+    Tampering is what :mod:`grader.tampering` reads in the code (the notebook earns nothing).
+    A test cell that earned points in the student's kernel but fails the trusted judge earns
+    nothing and flags the notebook (:mod:`grader.verification`).
     """
     events = _notebook_events(root, assignment, student)
     missing = {e.notebook for e in events}
@@ -142,11 +145,14 @@ def _examine(
                 continue
             row = gb.find_submission_notebook(name, assignment, student)
             reasons = _tampering(root, assignment, student, name)
-            if name in verifications:
-                scores = {g.name: g.auto_score for g in row.grades}
-                reasons += verification.disagreements(verifications[name], scores)
             if reasons:
                 _zero(row)
+            elif name in verifications:
+                scores = {g.name: g.auto_score for g in row.grades}
+                overruled = verification.disagreements(verifications[name], scores)
+                _overrule(row, overruled)
+                reasons = [f"{cell} {reason}" for cell, reason in overruled.items()]
+            if reasons:
                 gb.db.commit()
             status = "flagged" if reasons else "graded"
             detail = "; ".join(reasons)
@@ -172,6 +178,16 @@ def _tampering(root: Path, assignment: str, student: str, name: str) -> list[str
     )
 
 
+def _overrule(row: object, cells: dict[str, str]) -> None:
+    """The judge's verdict stands: the given test cells earn nothing; the notebook is flagged."""
+    if not cells:
+        return
+    row.flagged = True
+    for grade in row.grades:
+        if grade.name in cells:
+            grade.auto_score = 0.0
+
+
 def _zero(row: object) -> None:
     """A flagged notebook earns no points: every grade is set to 0 and marked as graded."""
     row.flagged = True
@@ -195,6 +211,7 @@ def _grade_one(
     limits: object,
     sandboxed: bool,
     judge: verification.Judge,
+    times: reference_run.TimeLimits,
 ) -> tuple[Graded, str | None, Path | None]:
     submitted = root / "submitted" / student / assignment
     expected = release_notebooks(root, assignment)
@@ -206,7 +223,7 @@ def _grade_one(
             None,
         )
     outcome, scratch = sandbox.grade(
-        root, assignment, student, main_db, env, limits, sandboxed, judge
+        root, assignment, student, main_db, env, limits, sandboxed, judge, times
     )
     graded = Graded(student, outcome.ok, outcome.seconds, outcome.message)
     if outcome.ok:
@@ -335,8 +352,10 @@ def autograde(
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     sandboxed = not unsafe_no_sandbox
     judge = verification.Judge()
+    cell_ceiling = int(load_config(root).Execute.timeout or 0) or 120
+    times = reference_run.limits_for(root, assignment, cell_ceiling, limits.submission_seconds)
     futures = [
-        pool.submit(_grade_one, root, assignment, s, main_db, env, limits, sandboxed, judge)
+        pool.submit(_grade_one, root, assignment, s, main_db, env, limits, sandboxed, judge, times)
         for s in chosen
     ]
     try:

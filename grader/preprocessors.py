@@ -143,9 +143,8 @@ class ExecuteKeepingPoints(Execute):
             f"_course_verify.observe({info.get('assignment')!r}, {self.verification_seed}, "
             f"{str(path)!r})"
         )
-        cell = NotebookNode(cell_type="code", source=code, metadata={}, outputs=[])
         try:
-            self.execute_cell(cell, len(self.nb.cells), store_history=False)
+            self._run_aside([code])
         except Exception as error:  # noqa: BLE001 - no observations: the grader flags points
             self.log.warning("the observation for the trusted check failed: %s", error)
 
@@ -154,16 +153,27 @@ class ExecuteKeepingPoints(Execute):
         if not self.verification_seed:
             return
         self.km = self.kc = None
+        code = [c.source for c in before if c.cell_type == "code" and not utils.is_grade(c)]
         try:
             with self.setup_kernel():
-                for cell in before:
-                    if cell.cell_type == "code" and not utils.is_grade(cell):
-                        copy = NotebookNode(cell_type="code", source=cell.source, metadata={})
-                        copy.outputs = []
-                        self.execute_cell(copy, len(self.nb.cells), store_history=False)
+                self._run_aside(code)
                 self._observe()
         except Exception as error:  # noqa: BLE001 - no observations: the grader flags points
             self.log.warning("the trusted check could not run after the kernel died: %s", error)
+
+    def _run_aside(self, sources: list[str]) -> None:
+        """Run code in the kernel without touching the graded notebook (its own scratch copy)."""
+        graded = self.nb
+        self.nb = NotebookNode(graded.copy())
+        self.nb.cells = [
+            NotebookNode(cell_type="code", source=source, metadata={}, outputs=[])
+            for source in sources
+        ]
+        try:
+            for index, cell in enumerate(self.nb.cells):
+                self.execute_cell(cell, index, store_history=False)
+        finally:
+            self.nb = graded
 
 
 def _error(name: str, message: str) -> NotebookNode:

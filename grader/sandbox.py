@@ -33,6 +33,7 @@ from grader import limits as rlimits
 from grader import verification
 from grader.paths import CourseError, load_config
 from grader.preprocessors import kernel_deaths, removed_copies
+from grader.reference_run import TimeLimits
 
 
 class Limits(Configurable):
@@ -56,12 +57,15 @@ def limits_of(root: Path) -> Limits:
 
 
 RUNNING: set[int] = set()  # pids of the nbgrader processes grading now
+SCRATCH: set[Path] = set()  # scratch courses not yet removed
 
 
 def stop_all() -> None:
-    """Kill every grading process still running (after an interruption)."""
+    """Kill every grading process still running and remove its scratch course (interrupted)."""
     for pid in list(RUNNING):
         kill_tree(pid)
+    for scratch in list(SCRATCH):
+        remove(scratch)
 
 
 def kill_tree(pid: int) -> None:
@@ -93,6 +97,7 @@ class Outcome:
 
 def _scratch_course(root: Path, assignment: str, student: str, main_db: Path) -> Path:
     scratch = Path(tempfile.mkdtemp(prefix="course-grade-"))
+    SCRATCH.add(scratch)
     shutil.copy(root / "nbgrader_config.py", scratch)
     shutil.copytree(
         root / "submitted" / student / assignment, scratch / "submitted" / student / assignment
@@ -136,6 +141,7 @@ def grade(
     limits: Limits,
     sandboxed: bool = True,
     judge: verification.Judge | None = None,
+    times: TimeLimits | None = None,
 ) -> tuple[Outcome, Path]:
     """Autograde one student in a scratch course; return the outcome and the scratch folder.
 
@@ -144,15 +150,20 @@ def grade(
     ``sandboxed`` (the default) the notebook's kernel runs in bubblewrap and sees nothing but
     the submission's own folder (:class:`grader.kernels.SandboxedKernelManager`). With a
     ``judge`` and a judge for the assignment, the kernel's observations are judged
-    (:mod:`grader.verification`) and the verdicts returned in the outcome.
+    (:mod:`grader.verification`) and the verdicts returned in the outcome. ``times`` (from
+    :mod:`grader.reference_run`) tightens the cell and submission time limits.
     """
+    times = times or TimeLimits(0, limits.submission_seconds, "the configured limits")
     scratch = _scratch_course(root, assignment, student, main_db)
     url = f"sqlite:///{scratch / 'gradebook.db'}"
     command = [sys.executable, "-m", "nbgrader", "autograde", assignment, "--student", student]
     command += ["--db", url, f"--CourseDirectory.root={scratch}", "--force"]
-    command += [SANDBOXED_KERNEL] if sandboxed else []
+    if sandboxed:  # the kernel's sockets live in the scratch course, removed with it
+        command += [SANDBOXED_KERNEL, f"--SandboxedKernelManager.socket_root={scratch}"]
     seed = verification.new_seed() if judge and verification.has_judge(assignment) else 0
     command += [f"--ExecuteKeepingPoints.verification_seed={seed}"]
+    if times.cell_seconds:
+        command += [f"--Execute.timeout={times.cell_seconds}"]
     # The limits are set by a wrapper that becomes nbgrader (exec), not by preexec_fn, which is
     # unsafe in a process with threads: process.pid is nbgrader's own id (see kill_tree).
     command = rlimits.wrap(command, limits.memory_mb, limits.file_size_mb, limits.processes)
@@ -162,13 +173,13 @@ def grade(
     )
     RUNNING.add(process.pid)
     try:
-        log, _ = process.communicate(timeout=limits.submission_seconds)
+        log, _ = process.communicate(timeout=times.submission_seconds)
     except subprocess.TimeoutExpired:
         kill_tree(process.pid)
         process.communicate()
         message = (
-            f"stopped after {limits.submission_seconds} s, the time limit per submission "
-            "(a cell that never ends?)"
+            f"stopped after {times.submission_seconds} s, the time limit per submission "
+            f"({times.basis}; a cell that never ends?)"
         )
         return Outcome(False, time.perf_counter() - start, url, message), scratch
     finally:
@@ -224,3 +235,4 @@ def _first_error(log: str) -> str:
 def remove(scratch: Path) -> None:
     """Delete a scratch course folder."""
     shutil.rmtree(scratch, ignore_errors=True)
+    SCRATCH.discard(scratch)

@@ -13,9 +13,11 @@ notebook is verified a second time, where no student code runs:
    grading run) loads that file with ``torch.load(weights_only=True)``, draws the same inputs
    and gives every test cell its verdict (:mod:`judge`);
 3. :func:`disagreements` compares those verdicts with the points the notebook's own cells gave.
-   A cell that earned points in the kernel but fails in the judge, or a notebook whose
-   observations are missing or unreadable while its cells earned points, means the kernel's
-   verdicts were not the code's: the notebook is flagged and earns nothing.
+   The judge's verdict stands: a cell that earned points in the kernel but fails in the judge
+   earns nothing, and so does every cell when the observations are missing or unreadable; the
+   notebook is flagged so that the instructor sees it, and the report says which cells and why.
+   (The judge draws fresh inputs, so code that is wrong only for inputs the notebook's fixed
+   hidden tests missed loses those cells too; the rest of its points stay.)
 """
 
 from __future__ import annotations
@@ -106,19 +108,17 @@ class Judge:
         self._process = None
 
 
-def disagreements(verification: Verification, scores: dict[str, float]) -> list[str]:
-    """Why the notebook's own verdicts cannot stand: test cells that earned points in the
-    kernel (``scores``: grade id -> points) but fail in the judge. Empty when they agree."""
+def disagreements(verification: Verification, scores: dict[str, float]) -> dict[str, str]:
+    """Test cells whose points cannot stand, with the reason: each cell that earned points in
+    the kernel (``scores``: grade id -> points) but fails in the judge, or every cell that
+    earned points when the observations are missing or unreadable. Empty when they agree."""
     earned = sorted(cell for cell, points in scores.items() if points and points > 0)
-    if not earned:
-        return []
     if verification.refused:
-        return [f"its tests could not be verified ({verification.refused})"]
-    found = []
+        reason = f"could not be verified ({verification.refused})"
+        return {cell: reason for cell in earned if cell in scores}
+    found = {}
     for cell in earned:
-        if cell not in verification.verdicts:
-            continue  # not an autograded test the judge knows (a written answer, say)
-        reason = verification.verdicts[cell]
-        if reason:
-            found.append(f"{cell} passed in the notebook but fails the trusted check: {reason}")
+        reason = verification.verdicts.get(cell)
+        if reason:  # None: passes; absent: not an autograded test the judge knows
+            found[cell] = f"passed in the notebook but fails the trusted check: {reason}"
     return found

@@ -19,9 +19,10 @@ ASSIGNMENTS = [
 
 
 def make_course_copy(target: Path, with_release: bool = False) -> Path:
-    """Copy what a course needs (config, source/, demo/) into ``target``; return it."""
+    """Copy what a course needs (config, reference runs, source/, demo/) into ``target``."""
     target.mkdir(parents=True, exist_ok=True)
     shutil.copy(REPO / "nbgrader_config.py", target)
+    shutil.copy(REPO / "reference_runs.json", target)  # the time limits (grader.reference_run)
     folders = ["source", "demo"] + (["release"] if with_release else [])
     for folder in folders:
         if (REPO / folder).is_dir():

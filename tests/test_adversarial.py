@@ -3,6 +3,10 @@
 The class is graded once (assignment A, 2 jobs, short limits). Every submission ends with a clear
 line in the grading report; honest students get exactly their usual scores; no tampering
 submission earns a point; the gradebook survives an interrupted run.
+
+The hostile kinds hide their code from the static scan (``exec`` of a hex string), so what stops
+them is the sandbox (:mod:`grader.kernels`) and the trusted judge (:mod:`grader.verification`):
+each writes what it reached into ``reached.txt`` in its own folder, and the tests read it back.
 """
 
 from __future__ import annotations
@@ -71,6 +75,87 @@ def on_cell(grade_id: str, action: str) -> Callable[[NotebookNode], NotebookNode
     return edit
 
 
+def hidden(code: str) -> str:
+    """``code`` run through ``exec`` of a hex string: no static read of the cell sees it."""
+    return f"exec(bytes.fromhex('{code.encode().hex()}').decode())\n\n"
+
+
+# Hostile payloads (each then defines the wrong mask, so that a point gained would show).
+REACH_GRADEBOOK = """
+import glob, os
+reached, folder = [], os.getcwd()
+while folder != '/':
+    folder = os.path.dirname(folder)
+    reached += glob.glob(folder + '/gradebook.db') + glob.glob(folder + '/source/*/*.ipynb')
+    reached += glob.glob(folder + '/submitted/*/*/*.ipynb')
+reached += glob.glob('/tmp/*/gradebook.db') + glob.glob('/tmp/*/*/*/gradebook.db')
+open('reached.txt', 'w').write('\\n'.join(reached))
+"""
+WALK_PROC = """
+import os
+reached = []
+for pid in os.listdir('/proc'):
+    if pid.isdigit() and int(pid) != os.getpid():
+        try:
+            line = open(f'/proc/{pid}/cmdline', 'rb').read().replace(b'\\0', b' ').decode()
+            reached.append(f'{pid} {line} cwd={os.readlink(f"/proc/{pid}/cwd")}')
+        except OSError:
+            pass
+reached = [r for r in reached if '-m nbgrader autograde' in r or 'pytest' in r]
+open('reached.txt', 'w').write('\\n'.join(reached))
+"""
+PATCH_USER_NS = """
+ip = get_ipython()
+ip.user_ns['check_close'] = lambda *args, **kwargs: None
+ip.user_ns['check'] = lambda *args, **kwargs: None
+ip.user_ns['checks'].diagnose_causal_mask = lambda mask, size: mask
+"""
+PATCH_EVERYTHING = """
+import builtins, sys, torch, course.testcells, course.guard, course.verify
+for module in [m for m in list(sys.modules.values()) if m and m.__name__.startswith('course')]:
+    for name in dir(module):
+        if name.startswith(('check', 'diagnose', 'fail', 'guard', 'same', 'name_the')):
+            setattr(module, name, lambda *args, **kwargs: args[0] if args else None)
+course.guard.replaced = lambda snapshot: []
+course.verify.observe = lambda *args, **kwargs: None
+torch.allclose = torch.equal = lambda *args, **kwargs: True
+get_ipython().user_ns.update(check=lambda *a, **k: None, check_close=lambda *a, **k: None)
+"""
+WRITE_VENV = """
+import os, sys, course
+reached = []
+for folder in [*sys.path, os.path.dirname(course.__file__)]:
+    for name in ('zz_course_attack.pth', 'sitecustomize.py'):
+        try:
+            with open(os.path.join(folder or '.', name), 'a') as handle:
+                handle.write('import os\\n')
+            reached.append(os.path.abspath(os.path.join(folder or '.', name)))
+        except OSError:
+            pass
+reached = [r for r in reached if not r.startswith(os.getcwd())]
+open('reached.txt', 'w').write('\\n'.join(reached))
+"""
+KILL_GRADER = """
+import os, signal
+reached = []
+for pid in [int(p) for p in os.listdir('/proc') if p.isdigit()]:
+    if pid != os.getpid():
+        try:
+            os.kill(pid, signal.SIGKILL)
+            reached.append(str(pid))
+        except OSError:
+            pass
+open('reached.txt', 'w').write('\\n'.join(reached))
+"""
+OUTLIVE = """
+import subprocess, sys
+subprocess.Popen(['sleep', '4242'], start_new_session=True)
+daemon = 'import os, time\\nif os.fork() == 0:\\n    os.setsid()\\n    time.sleep(4243)'
+subprocess.Popen([sys.executable, '-c', daemon], start_new_session=True)
+"""
+EXIT_BEFORE_CHECK = "import os\nos._exit(0)\n"
+
+
 # student -> (edit of the reference notebook, or a special action)
 CASES: dict[str, Callable[[NotebookNode], NotebookNode] | str] = {
     "syntax_error": set_code(MASK, f"def {MASK}(sz)\n    return 0\n"),
@@ -111,8 +196,36 @@ CASES: dict[str, Callable[[NotebookNode], NotebookNode] | str] = {
     ),
     "renamed_notebook": "rename",
     "not_json": "garbage",
+    # Hostile kinds (issue: grading a hostile class).
+    "wrong_mask": set_code(MASK, WRONG_MASK),  # the honest baseline of the kinds below
+    "reads_gradebook": set_code(MASK, hidden(REACH_GRADEBOOK) + WRONG_MASK),
+    "walks_proc": set_code(MASK, hidden(WALK_PROC) + WRONG_MASK),
+    "patches_user_ns": set_code(MASK, hidden(PATCH_USER_NS) + WRONG_MASK),
+    "patches_everything": set_code(MASK, hidden(PATCH_EVERYTHING) + WRONG_MASK),
+    "writes_venv": set_code(MASK, hidden(WRITE_VENV) + WRONG_MASK),
+    "kills_grader": set_code(MASK, hidden(KILL_GRADER) + WRONG_MASK),
+    "outlives_grading": set_code(MASK, hidden(OUTLIVE) + WRONG_MASK),
+    "patches_then_exits": lambda nb: set_code("PositionalEncoding", hidden(EXIT_BEFORE_CHECK))(
+        set_code(MASK, hidden(PATCH_USER_NS) + WRONG_MASK)(nb)
+    ),
 }
+HOSTILE = [
+    "reads_gradebook",
+    "walks_proc",
+    "patches_user_ns",
+    "patches_everything",
+    "writes_venv",
+    "kills_grader",
+    "outlives_grading",
+    "patches_then_exits",
+]
 HONEST = ["reference", "mask_transposed", "alt_correct"]
+SCRATCH_BEFORE: set[Path] = set()  # grading's temporary folders before the class was graded
+
+
+def scratch_folders() -> set[Path]:
+    """The temporary folders of grading runs and kernel sandboxes that exist now."""
+    return {*Path("/tmp").glob("course-grade-*"), *Path("/tmp").glob("course-sandbox-*")}
 
 
 @pytest.fixture(scope="module")
@@ -143,6 +256,7 @@ def adversarial_class(graded_class: Path, tmp_path_factory: pytest.TempPathFacto
     saved = {k: os.environ.get(k) for k in limits}
     os.environ.update(limits)
     try:
+        SCRATCH_BEFORE.update(scratch_folders())
         pipeline.autograde(root, ASSIGNMENT, jobs=2, students=[*CASES, *HONEST])
     finally:
         for key, value in saved.items():
@@ -271,3 +385,75 @@ def test_interrupted_run_keeps_the_gradebook(adversarial_class: Path, tmp_path: 
     with sqlite3.connect(root / "gradebook.db") as db:
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert {s: scores(root, s) for s in HONEST} == before
+
+
+# ----------------------------------------------------------------------------- hostile kinds
+def marked_processes() -> list[str]:
+    """Processes started by ``outlives_grading`` (sleep 4242 / 4243), anywhere on the machine."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        line = " ".join(process.info["cmdline"] or [])
+        if "4242" in line or "4243" in line:
+            found.append(line)
+    return found
+
+
+def reached(root: Path, student: str) -> list[str]:
+    """What a hostile submission wrote into reached.txt in its own folder (copied back)."""
+    path = root / "autograded" / student / ASSIGNMENT / "reached.txt"
+    assert path.is_file(), f"{student} did not run its payload"
+    return [line for line in path.read_text().splitlines() if line]
+
+
+@pytest.mark.parametrize("student", HOSTILE)
+def test_no_hostile_submission_gains_a_point(adversarial_class: Path, student: str) -> None:
+    """Each kind earns at most what its honest code earns (the wrong mask) and is reported."""
+    (line,) = lines(adversarial_class, student)
+    assert line["status"] in ("graded", "flagged"), line
+    baseline = auto_score(adversarial_class, "wrong_mask")
+    assert baseline == 7  # the two mask cells lost, the rest kept
+    assert auto_score(adversarial_class, student) <= baseline, line
+
+
+@pytest.mark.parametrize("student", ["patches_user_ns", "patches_everything", "patches_then_exits"])
+def test_patched_verdicts_are_overruled_by_the_trusted_judge(
+    adversarial_class: Path, student: str
+) -> None:
+    """Tests that pass only because the kernel was patched fail in the judge: the wrong mask
+    earns nothing, the notebook is flagged and the report says why."""
+    (line,) = lines(adversarial_class, student)
+    assert line["status"] == "flagged", line
+    assert "trusted check" in line["detail"] or "could not be verified" in line["detail"], line
+    got = scores(adversarial_class, student)
+    assert got["test_mask_visible"] == got["test_mask_hidden"] == 0, got
+    with Gradebook(pipeline.db_url(adversarial_class)) as gb:
+        assert gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, student).flagged
+
+
+@pytest.mark.parametrize("student", ["reads_gradebook", "walks_proc", "writes_venv"])
+def test_the_sandbox_hides_the_course_and_keeps_the_venv(
+    adversarial_class: Path, student: str
+) -> None:
+    """No gradebook, source/, other submission, grading process or writable venv is reached."""
+    assert reached(adversarial_class, student) == []
+    for folder in {Path(p) for p in sys.path if p.endswith("site-packages")}:
+        assert not (folder / "zz_course_attack.pth").exists()
+        assert (
+            not (folder / "sitecustomize.py").exists()
+            or "import os\n" not in (folder / "sitecustomize.py").read_text()
+        )
+
+
+def test_killing_every_process_it_sees_stops_nothing_else(adversarial_class: Path) -> None:
+    """Inside its PID namespace the kernel sees no grader; every student after it is graded."""
+    assert lines(adversarial_class, "kills_grader")[0]["status"] == "graded"
+    for student in [*HOSTILE, *HONEST, "wrong_mask"]:
+        assert lines(adversarial_class, student), student
+
+
+def test_nothing_outlives_grading(adversarial_class: Path) -> None:
+    assert lines(adversarial_class, "outlives_grading")[0]["status"] == "graded"
+    assert marked_processes() == []
+    assert scratch_folders() <= SCRATCH_BEFORE, scratch_folders() - SCRATCH_BEFORE

@@ -59,11 +59,23 @@ def test_the_notebook_side_never_imports_nbgrader_or_the_grader() -> None:
     assert not loaded & {"nbgrader", "grader"}, loaded & {"nbgrader", "grader"}
 
 
+def test_the_judge_never_imports_nbgrader_or_the_grader() -> None:
+    """The trusted judge (``judge/``) reads observations with torch and the course's checks."""
+    import judge
+
+    loaded = imported_after(modules(judge))
+    assert "torch" in loaded and "judge" in loaded
+    assert not loaded & {"nbgrader", "grader"}, loaded & {"nbgrader", "grader"}
+    assert "judge" not in imported_after(modules(course)), "the kernel side imports the judge"
+
+
 def test_one_package_per_assignment_mirrors_source_and_demo() -> None:
     for assignment in ASSIGNMENTS:
         package = REPO / "course" / assignment
         assert (package / "__init__.py").is_file(), f"course/{assignment}/ is missing"
         assert (package / "checks.py").is_file(), f"course/{assignment}/checks.py is missing"
+        assert (package / "probe.py").is_file(), f"course/{assignment}/probe.py is missing"
+        assert (REPO / "judge" / f"{assignment}.py").is_file(), f"judge/{assignment}.py"
         assert (REPO / "demo" / assignment).is_dir(), f"demo/{assignment}/ is missing"
     packages = {p.parent.name for p in (REPO / "course").glob("*/__init__.py")}
     assert packages - set(ASSIGNMENTS) == {"data"}, packages

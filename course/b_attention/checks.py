@@ -49,6 +49,7 @@ K_FROM_DECODER = "the keys come from the decoder states x, not from the memory"
 V_FROM_DECODER = "the values come from the decoder states x, not from the memory"
 
 LAYER_PARTS = ("self_attn", "linear1", "linear2", "norm1", "norm2")
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
 
 
 # ---------------------------------------------------------------- scaled dot-product attention
@@ -219,23 +220,42 @@ def diagnose_merge(out: object, heads: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------- multi-head self-attention
 def diagnose_projections(module: nn.Module, d_model: int) -> None:
     """q_proj, k_proj, v_proj, out_proj must be nn.Linear(d_model, d_model) (with bias)."""
-    for part in ("q_proj", "k_proj", "v_proj", "out_proj"):
-        layer = getattr(module, part, None)
+    diagnose_projection_facts(projection_facts(module), d_model)
+
+
+def linear_facts(layer: object) -> dict[str, object]:
+    """What the checks read of a module that should be an nn.Linear: its type, sizes and bias."""
+    linear = isinstance(layer, nn.Linear)
+    return {
+        "linear": linear,
+        "type": type(layer).__name__,
+        "in": layer.in_features if linear else -1,
+        "out": layer.out_features if linear else -1,
+        "bias": linear and layer.bias is not None,
+    }
+
+
+def projection_facts(module: nn.Module) -> dict[str, dict[str, object]]:
+    """:func:`linear_facts` of the four projections of an attention module."""
+    return {part: linear_facts(getattr(module, part, None)) for part in PROJECTIONS}
+
+
+def diagnose_projection_facts(facts: dict, d_model: int) -> None:
+    """:func:`diagnose_projections` on the facts :func:`projection_facts` reads."""
+    for part in PROJECTIONS:
+        layer = facts[part]
         check(
-            isinstance(layer, nn.Linear),
+            layer["linear"] is True,
             f"MultiHeadSelfAttention should have an attribute {part} = nn.Linear(d_model, "
-            f"d_model); got {type(layer).__name__}.",
+            f"d_model); got {layer['type']}.",
         )
-        assert isinstance(layer, nn.Linear)
         check(
-            (layer.in_features, layer.out_features) == (d_model, d_model)
-            and layer.bias is not None,
+            (layer["in"], layer["out"]) == (d_model, d_model) and layer["bias"] is True,
             expected_got(
                 f"MultiHeadSelfAttention.{part} has the wrong size (one d x d matrix serves all "
                 "heads).",
                 f"nn.Linear({d_model}, {d_model}, bias=True)",
-                f"nn.Linear({layer.in_features}, {layer.out_features}, "
-                f"bias={layer.bias is not None})",
+                f"nn.Linear({layer['in']}, {layer['out']}, bias={layer['bias']})",
             ),
         )
 
@@ -245,16 +265,35 @@ def diagnose_output_projection(module: nn.Module, x: torch.Tensor) -> None:
 
     The missing projection is named only when out_proj has no effect at all on the output.
     """
+    diagnose_output_projection_outputs(output_projection_outputs(module, x), tuple(x.shape))
+
+
+def output_projection_outputs(module: nn.Module, x: torch.Tensor) -> list[object]:
+    """The module's outputs on ``x`` with out_proj set to 0 x + c, for the two constants c of
+    :func:`projection_constants` (each on a copy of the module, in eval mode)."""
     outputs = []
-    for constant in (torch.linspace(-1.0, 1.0, module.out_proj.out_features), torch.tensor(3.0)):
+    for constant in projection_constants(module.out_proj.out_features):
         probe = copy.deepcopy(module).eval()
         with torch.no_grad():
             probe.out_proj.weight.zero_()
             probe.out_proj.bias.copy_(constant.expand_as(probe.out_proj.bias))
-            out = probe(x)
-        out = check_tensor(out, "MultiHeadSelfAttention(x)", shape=tuple(x.shape))
-        outputs.append((out.detach().float(), constant.expand(out.shape[-1])))
-    (first, constant), (second, _) = outputs
+            outputs.append(probe(x))
+    return outputs
+
+
+def projection_constants(width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two biases c that :func:`output_projection_outputs` gives out_proj."""
+    return torch.linspace(-1.0, 1.0, width), torch.tensor(3.0)
+
+
+def diagnose_output_projection_outputs(outputs: list, shape: tuple[int, ...]) -> None:
+    """:func:`diagnose_output_projection` on the outputs :func:`output_projection_outputs`
+    returns for an input of ``shape``."""
+    seen = []
+    for out, constant in zip(outputs, projection_constants(shape[-1]), strict=True):
+        out = check_tensor(out, "MultiHeadSelfAttention(x)", shape=shape)
+        seen.append((out.detach().float(), constant.expand(out.shape[-1])))
+    (first, constant), (second, _) = seen
     if torch.allclose(first, constant.expand_as(first), atol=1e-6):
         return
     if torch.allclose(first, second, atol=1e-6):
@@ -471,9 +510,38 @@ def diagnose_layer_norm(out: object, x: torch.Tensor, eps: float = 1e-5) -> torc
 # ---------------------------------------------------------------- the Transformer layer
 def diagnose_layer_parts(layer: nn.Module, d_model: int, d_ff: int) -> None:
     """The submodules the tests copy weights through: self_attn, linear1/2, norm1/2."""
+    diagnose_layer_facts(layer_facts(layer), d_model, d_ff)
+
+
+def layer_facts(layer: nn.Module) -> dict[str, object]:
+    """What :func:`diagnose_layer_parts` reads of a layer: which parts it has, the facts of its
+    linear layers and projections, the shapes of its norms' weight and bias (None: not a
+    tensor)."""
+
+    def shape(value: object) -> list[int] | None:
+        return list(value.shape) if isinstance(value, torch.Tensor) else None
+
+    parts = [part for part in LAYER_PARTS if hasattr(layer, part)]
+    if len(parts) < len(LAYER_PARTS):
+        return {"parts": parts}
+    facts: dict[str, object] = {"parts": parts}
+    for part in ("linear1", "linear2"):
+        facts[part] = linear_facts(getattr(layer, part))
+    for part in ("norm1", "norm2"):
+        module = getattr(layer, part)
+        facts[part] = {
+            "weight": shape(getattr(module, "weight", None)),
+            "bias": shape(getattr(module, "bias", None)),
+        }
+    facts["self_attn"] = projection_facts(layer.self_attn)
+    return facts
+
+
+def diagnose_layer_facts(facts: dict, d_model: int, d_ff: int) -> None:
+    """:func:`diagnose_layer_parts` on the facts :func:`layer_facts` reads."""
     for part in LAYER_PARTS:
         check(
-            hasattr(layer, part),
+            part in facts["parts"],
             f"TransformerLayer should have a submodule named {part} "
             f"(expected: {', '.join(LAYER_PARTS)}).",
         )
@@ -482,24 +550,19 @@ def diagnose_layer_parts(layer: nn.Module, d_model: int, d_ff: int) -> None:
         "linear2": (d_ff, d_model),
     }
     for part, (n_in, n_out) in sizes.items():
-        module = getattr(layer, part)
+        module = facts[part]
         check(
-            isinstance(module, nn.Linear)
-            and (module.in_features, module.out_features) == (n_in, n_out),
+            module["linear"] is True and (module["in"], module["out"]) == (n_in, n_out),
             f"TransformerLayer.{part} should be nn.Linear({n_in}, {n_out}).",
         )
     for part in ("norm1", "norm2"):
-        module = getattr(layer, part)
-        weight, bias = getattr(module, "weight", None), getattr(module, "bias", None)
+        norm = facts[part]
         check(
-            isinstance(weight, torch.Tensor)
-            and isinstance(bias, torch.Tensor)
-            and tuple(weight.shape) == (d_model,)
-            and tuple(bias.shape) == (d_model,),
+            norm["weight"] == [d_model] and norm["bias"] == [d_model],
             f"TransformerLayer.{part} should be nn.LayerNorm({d_model}) (weight and bias of "
             f"shape ({d_model},)).",
         )
-    diagnose_projections(layer.self_attn, d_model)
+    diagnose_projection_facts(facts["self_attn"], d_model)
 
 
 def torch_layer_like(
@@ -559,18 +622,28 @@ def layer_mistakes(
 
 def check_gradients(module: nn.Module, name: str) -> None:
     """After a backward pass, every parameter has a finite, non-zero gradient."""
-    for pname, parameter in module.named_parameters():
+    diagnose_gradients(parameter_gradients(module), name)
+
+
+def parameter_gradients(module: nn.Module) -> dict[str, torch.Tensor | None]:
+    """The gradient of every named parameter of ``module`` (None where it has none)."""
+    return {pname: parameter.grad for pname, parameter in module.named_parameters()}
+
+
+def diagnose_gradients(gradients: dict, name: str) -> None:
+    """:func:`check_gradients` on the gradients :func:`parameter_gradients` reads."""
+    for pname, grad in gradients.items():
         check(
-            parameter.grad is not None,
+            grad is not None,
             f"{name}: the parameter {pname} got no gradient (it is not used in forward, or "
             "the graph was cut with .detach() / torch.no_grad()).",
         )
-        assert parameter.grad is not None
+        assert isinstance(grad, torch.Tensor)
         check(
-            bool(torch.isfinite(parameter.grad).all()),
+            bool(torch.isfinite(grad).all()),
             f"{name}: the gradient of {pname} is not finite.",
         )
         check(
-            bool(parameter.grad.abs().sum() > 0),
+            bool(grad.abs().sum() > 0),
             f"{name}: the gradient of {pname} is zero everywhere: it does not affect the output.",
         )

@@ -183,8 +183,17 @@ def check_independent_of_heads(
     count: Callable[..., object], d_model: int, name: str, *args: int, **kwargs: int
 ) -> None:
     """Call ``count(d_model, nhead, *args)`` for every nhead dividing d_model: one number."""
-    heads = [h for h in range(1, min(d_model, 8) + 1) if d_model % h == 0]
-    values = {h: as_count(count(d_model, h, *args, **kwargs), name) for h in heads}
+    values = {h: as_count(count(d_model, h, *args, **kwargs), name) for h in heads_of(d_model)}
+    diagnose_head_counts(values, d_model, name)
+
+
+def heads_of(d_model: int) -> list[int]:
+    """The numbers of heads (1 to 8) that divide ``d_model``: those the checks try."""
+    return [h for h in range(1, min(d_model, 8) + 1) if d_model % h == 0]
+
+
+def diagnose_head_counts(values: Mapping[int, int], d_model: int, name: str) -> None:
+    """:func:`check_independent_of_heads` on the counts it read (nhead -> count)."""
     if len(set(values.values())) > 1:
         shown = ", ".join(f"nhead={h}: {v:,}" for h, v in values.items())
         fail(f"{name}: {HEADS_CHANGE} Your counts for d_model={d_model}: {shown}.")

@@ -8,6 +8,7 @@ probabilities, a future that cannot change the past, positions that matter) and 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Iterator
 
 import torch
 from torch import nn
@@ -89,7 +90,11 @@ def diagnose_lm_batches(result: object, n_tokens: int, seq_len: int) -> None:
 # ---------------------------------------------------------------- perplexity
 def diagnose_perplexity(perplexity_fn, mean_nll: float) -> float:
     """Check that ``perplexity_fn(mean_nll)`` is a Python float and name the usual mistakes."""
-    value = perplexity_fn(mean_nll)
+    return diagnose_perplexity_value(perplexity_fn(mean_nll), mean_nll)
+
+
+def diagnose_perplexity_value(value: object, mean_nll: float) -> float:
+    """:func:`diagnose_perplexity` on the value that ``perplexity(mean_nll)`` returned."""
     name = f"perplexity({mean_nll})"
     if isinstance(value, torch.Tensor):
         fail(
@@ -155,21 +160,37 @@ def diagnose_causality(
     model: nn.Module, src: torch.Tensor, mask: torch.Tensor, ntokens: int, seed: int = 0
 ) -> None:
     """With the causal mask, changing the tokens after position t must not change logits <= t."""
-    gen = torch.Generator().manual_seed(seed)
     base = run_model(model, src, mask)
+    others = (run_model(model, changed, mask) for changed in causality_inputs(src, ntokens, seed))
+    diagnose_causal_logits(base, others, lambda: run_model(model, src, None))
+
+
+def causality_inputs(src: torch.Tensor, ntokens: int, seed: int = 0) -> Iterator[torch.Tensor]:
+    """For t = 0 .. L-2: ``src`` with the tokens after position t replaced by random ones."""
+    gen = torch.Generator().manual_seed(seed)
     length = src.size(1)
     for t in range(length - 1):
         changed = src.clone()
         changed[:, t + 1 :] = torch.randint(
             0, ntokens, (src.size(0), length - t - 1), generator=gen
         )
-        other = run_model(model, changed, mask)
+        yield changed
+
+
+def diagnose_causal_logits(
+    base: torch.Tensor,
+    others: Iterable[torch.Tensor],
+    unmasked: Callable[[], torch.Tensor],
+) -> None:
+    """:func:`diagnose_causality` on the logits: ``base`` for ``src``, ``others`` for the inputs
+    of :func:`causality_inputs` (all with the mask), ``unmasked()`` for ``src`` without it."""
+    for t, other in enumerate(others):
         if not torch.allclose(base[:, : t + 1], other[:, : t + 1], atol=1e-5, rtol=1e-4):
             leak = (
                 f"with the causal mask passed, changing the tokens after position {t} changed "
                 f"the logits at positions <= {t}: the future leaks."
             )
-            if torch.allclose(base, run_model(model, src, None), atol=1e-6, rtol=1e-6):
+            if torch.allclose(base, unmasked(), atol=1e-6, rtol=1e-6):
                 fail(
                     f"The mask is ignored: {leak} The logits are the same with the mask and "
                     "without it. Pass src_mask to the encoder: "
@@ -190,12 +211,18 @@ def diagnose_positions(model: nn.Module, token: int, length: int, mask: torch.Te
         out = run_model(model, src, mask)[0]  # (L, V)
     finally:
         hook.remove()
+    diagnose_position_logits(out, bool(calls))
+
+
+def diagnose_position_logits(out: torch.Tensor, called: bool) -> None:
+    """:func:`diagnose_positions` on the logits (L, V) of the repeated token; ``called``: whether
+    ``pos_encoder`` ran."""
     if bool(torch.allclose(out, out[:1].expand_as(out), atol=1e-5)):
         same = (
             "for a sequence of one repeated token, every position gets the same logits, so the "
             "model cannot tell positions apart."
         )
-        if not calls:
+        if not called:
             fail(
                 f"The positional encoding is skipped (pos_encoder is never called): {same} Add "
                 "the position table with self.pos_encoder(x) after the embedding."
@@ -220,8 +247,16 @@ def diagnose_scaling(model: nn.Module, src: torch.Tensor, mask: torch.Tensor) ->
     if not seen:
         return
     d_model = model.embedding.embedding_dim
-    emb = model.embedding.weight.detach()[src]  # (B, L, D)
-    got = seen[0].detach()
+    diagnose_scaling_input(seen[0], model.embedding.weight, src, d_model)
+
+
+def diagnose_scaling_input(
+    got: torch.Tensor, weight: torch.Tensor, src: torch.Tensor, d_model: int
+) -> None:
+    """:func:`diagnose_scaling` on what ``pos_encoder`` received (``got``), given the embedding's
+    weight (ntokens, d_model)."""
+    emb = weight.detach()[src]  # (B, L, D)
+    got = got.detach()
     if got.shape == emb.shape and torch.allclose(got, emb, atol=1e-6):
         fail(
             "The embeddings are not scaled: multiply them by sqrt(d_model) before adding the "

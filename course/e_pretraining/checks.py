@@ -34,10 +34,7 @@ def diagnose_last_token(
     last_token_states: Callable[..., object], lengths: torch.Tensor, length: int, width: int
 ) -> None:
     """Check ``last_token_states`` on :func:`position_states` ``(B, length, width)``."""
-    batch = lengths.numel()
-    name = (
-        f"last_token_states(hidden (B={batch}, L={length}, D={width}), lengths={lengths.tolist()})"
-    )
+    batch, name = lengths.numel(), _last_token_name(lengths, length, width)
     try:
         result = last_token_states(position_states(batch, length, width), lengths)
     except IndexError as error:
@@ -45,6 +42,23 @@ def diagnose_last_token(
             f"{name} raised IndexError ({error}). Off by one? A sequence of length n has its "
             "last real token at position n - 1; the longest one ends at position L - 1."
         )
+    diagnose_last_token_result(result, lengths, length, width)
+
+
+def _last_token_name(lengths: torch.Tensor, length: int, width: int) -> str:
+    batch = lengths.numel()
+    return (
+        f"last_token_states(hidden (B={batch}, L={length}, D={width}), lengths={lengths.tolist()})"
+    )
+
+
+def diagnose_last_token_result(
+    result: object, lengths: torch.Tensor, length: int, width: int
+) -> None:
+    """:func:`diagnose_last_token` on what ``last_token_states`` returned for
+    :func:`position_states` ``(B, length, width)`` and ``lengths``."""
+    batch = lengths.numel()
+    name = _last_token_name(lengths, length, width)
     states = check_tensor(result, name)
     check(
         tuple(states.shape) == (batch, width),
@@ -93,36 +107,56 @@ def diagnose_last_token(
 # ---------------------------------------------------------------- the classification head
 def diagnose_head(model: nn.Module, d_model: int, vocab: int, n_classes: int) -> None:
     """Check that ``model.lm.decoder`` is a new head ``Linear(d_model, n_classes)``."""
+    diagnose_head_facts(head_facts(model), d_model, vocab, n_classes)
+
+
+def head_facts(model: object) -> dict:
+    """What :func:`diagnose_head` reads from a classifier: whether ``model.lm.decoder`` is a
+    Linear, its (in_features, out_features), and every Linear's name and sizes."""
+    lm = getattr(model, "lm", None)
+    head = getattr(lm, "decoder", None)
+    linears = []
+    if isinstance(model, nn.Module):
+        linears = [
+            [name, module.in_features, module.out_features]
+            for name, module in model.named_modules()
+            if isinstance(module, nn.Linear)
+        ]
+    return {
+        "has_head": lm is not None and isinstance(head, nn.Linear),
+        "head": [head.in_features, head.out_features] if isinstance(head, nn.Linear) else None,
+        "linears": linears,
+    }
+
+
+def diagnose_head_facts(facts: dict, d_model: int, vocab: int, n_classes: int) -> None:
+    """:func:`diagnose_head` on the facts :func:`head_facts` reads."""
     check(
-        hasattr(model, "lm") and isinstance(getattr(model.lm, "decoder", None), nn.Linear),
+        bool(facts["has_head"]),
         "The classifier should keep the language model as `self.lm` and put the new head in "
         "its place: `self.lm.decoder = nn.Linear(...)`.",
     )
-    head = model.lm.decoder
-    if head.out_features == vocab:
+    in_features, out_features = facts["head"]
+    if out_features == vocab:
         fail(
             f"self.lm.decoder still has {vocab} outputs, one per word: the LM head was not "
             f"replaced. A sentiment classifier needs n_classes = {n_classes} outputs."
         )
     check(
-        (head.in_features, head.out_features) == (d_model, n_classes),
+        (in_features, out_features) == (d_model, n_classes),
         expected_got(
             "The head should map a hidden state to one score per class.",
             f"Linear(in_features={d_model}, out_features={n_classes})",
-            f"Linear(in_features={head.in_features}, out_features={head.out_features})",
+            f"Linear(in_features={in_features}, out_features={out_features})",
             hint=(
                 "a head that reads the word scores (Linear(V, n_classes)) keeps the LM head: "
                 "replace the LM head instead."
-                if head.in_features == vocab
+                if in_features == vocab
                 else ""
             ),
         ),
     )
-    too_wide = [
-        name
-        for name, module in model.named_modules()
-        if isinstance(module, nn.Linear) and vocab in (module.out_features, module.in_features)
-    ]
+    too_wide = [name for name, fan_in, fan_out in facts["linears"] if vocab in (fan_out, fan_in)]
     check(
         not too_wide,
         f"The classifier still holds a layer of vocabulary size ({', '.join(too_wide)}): the LM "
@@ -142,7 +176,7 @@ def _is_causal(mask: object, length: int) -> bool:
     return torch.equal(hidden, future) and bool((m[~future] == 0).all())
 
 
-def _observe(model: nn.Module, ids: torch.Tensor, lengths: torch.Tensor) -> dict:
+def record_forward(model: nn.Module, ids: torch.Tensor, lengths: torch.Tensor) -> dict:
     """Run ``model(ids, lengths)`` and record what it did: the mask given to the encoder stack,
     the stack's output states (B, L, D) and the input of the head (B, D). Entries the model did
     not produce (another route through the modules) are missing."""
@@ -241,67 +275,117 @@ def diagnose_classifier_output(
     input fed here keeps the padding positions at ``pad_id`` and the real ones at real words.
     """
     model.eval()
-    batch, length = ids.shape
+    inputs = classifier_inputs(ids, lengths, pad_id)
     with torch.no_grad():
-        logits = check_tensor(model(ids, lengths), "model(ids, lengths)")
-        check(
-            tuple(logits.shape) == (batch, n_classes),
-            expected_got(
-                "The classifier should give one score per class for each sentence.",
-                (batch, n_classes),
-                tuple(logits.shape),
-                hint="take one position per sentence (the last real token) before the head.",
-            ),
+        diagnose_classifier_outputs(
+            lambda key: model(*inputs[key]),
+            lambda: record_forward(model, ids, lengths),
+            ids,
+            lengths,
+            n_classes,
         )
-        seen = _observe(model, ids, lengths)
-        more_padding = torch.cat([ids, torch.full_like(ids, pad_id)], dim=1)  # (B, 2L)
-        check(
-            torch.allclose(model(more_padding, lengths), logits, atol=1e-5),
-            "Adding more padding after the sentences changed their scores: a sentence's score "
-            "must depend on its real tokens only (the state at position lengths[b] - 1, computed "
-            "under the causal mask)." + _cause(seen, lengths, length),
-        )
-        for b in range(batch):
-            n = int(lengths[b])
-            alone = model(ids[b : b + 1, :n], lengths[b : b + 1])
-            check(
-                torch.allclose(alone, logits[b : b + 1], atol=1e-5),
-                f"Sentence {b} classified alone, without padding, got other scores than in the "
-                "padded batch: a sentence's score must not depend on the padding or on the other "
-                "sentences." + _cause(seen, lengths, length),
-            )
-        real = torch.arange(length) < lengths.unsqueeze(1)  # (B, L)
-        other = _other_real_words(ids, real)
-        if other is None:
-            return
+
+
+def classifier_inputs(
+    ids: torch.Tensor, lengths: torch.Tensor, pad_id: int
+) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """The inputs :func:`diagnose_classifier_output` runs the classifier on, by name: the batch,
+    the batch with more padding, each sentence alone, and (when the batch holds two words or
+    more) the batch with another real word at each sentence's last real position."""
+    batch, length = ids.shape
+    inputs = {"batch": (ids, lengths)}
+    inputs["more padding"] = (torch.cat([ids, torch.full_like(ids, pad_id)], dim=1), lengths)
+    for b in range(batch):
+        inputs[f"alone {b}"] = (ids[b : b + 1, : int(lengths[b])], lengths[b : b + 1])
+    real = torch.arange(length) < lengths.unsqueeze(1)  # (B, L)
+    other = _other_real_words(ids, real)
+    if other is not None:
         rows, last = torch.arange(batch), lengths - 1
         changed = ids.clone()
         changed[rows, last] = other[rows, last]  # another real word at the last real position
-        same = (model(changed, lengths) - logits).abs().amax(dim=-1) < 1e-6  # (B,)
-        if bool(same.any()):
-            b = int(same.nonzero()[0])
-            fail(
-                f"Changing the last real word of sentence {b} did not change its scores: the "
-                "representation does not depend on the last word, although the state at "
-                "position lengths[b] - 1 has seen it." + _cause(seen, lengths, length)
-            )
+        inputs["changed"] = (changed, lengths)
+    return inputs
+
+
+def diagnose_classifier_outputs(
+    output: Callable[[str], object],
+    record: Callable[[], dict],
+    ids: torch.Tensor,
+    lengths: torch.Tensor,
+    n_classes: int,
+) -> None:
+    """:func:`diagnose_classifier_output` on the classifier's outputs: ``output(key)`` is its
+    output on the input :func:`classifier_inputs` names ``key``, ``record()`` what
+    :func:`record_forward` recorded on the batch."""
+    batch, length = ids.shape
+    logits = check_tensor(output("batch"), "model(ids, lengths)")
+    check(
+        tuple(logits.shape) == (batch, n_classes),
+        expected_got(
+            "The classifier should give one score per class for each sentence.",
+            (batch, n_classes),
+            tuple(logits.shape),
+            hint="take one position per sentence (the last real token) before the head.",
+        ),
+    )
+    seen = record()
+    check(
+        torch.allclose(output("more padding"), logits, atol=1e-5),
+        "Adding more padding after the sentences changed their scores: a sentence's score "
+        "must depend on its real tokens only (the state at position lengths[b] - 1, computed "
+        "under the causal mask)." + _cause(seen, lengths, length),
+    )
+    for b in range(batch):
+        check(
+            torch.allclose(output(f"alone {b}"), logits[b : b + 1], atol=1e-5),
+            f"Sentence {b} classified alone, without padding, got other scores than in the "
+            "padded batch: a sentence's score must not depend on the padding or on the other "
+            "sentences." + _cause(seen, lengths, length),
+        )
+    real = torch.arange(length) < lengths.unsqueeze(1)  # (B, L)
+    if _other_real_words(ids, real) is None:
+        return
+    same = (output("changed") - logits).abs().amax(dim=-1) < 1e-6  # (B,)
+    if bool(same.any()):
+        b = int(same.nonzero()[0])
+        fail(
+            f"Changing the last real word of sentence {b} did not change its scores: the "
+            "representation does not depend on the last word, although the state at "
+            "position lengths[b] - 1 has seen it." + _cause(seen, lengths, length)
+        )
 
 
 # ---------------------------------------------------------------- freezing and counting
 def diagnose_frozen(model: nn.Module) -> None:
     """After ``freeze_base(model)``: only the head (``model.lm.decoder``) requires a gradient."""
+    diagnose_frozen_facts(frozen_facts(model))
+
+
+def frozen_facts(model: nn.Module) -> dict:
+    """What :func:`diagnose_frozen` reads from a classifier: the names of the head's parameters,
+    whether each parameter requires a gradient (by name) and the submodules in eval mode."""
     head = {id(p) for p in model.lm.decoder.parameters()}
-    frozen_head = [n for n, p in model.named_parameters() if id(p) in head and not p.requires_grad]
-    trainable_base = [
-        n for n, p in model.named_parameters() if id(p) not in head and p.requires_grad
-    ]
+    named = list(model.named_parameters())
+    return {
+        "head": [n for n, p in named if id(p) in head],
+        "n_head": len(head),
+        "requires_grad": {n: bool(p.requires_grad) for n, p in named},
+        "in_eval": [name for name, module in model.named_modules() if name and not module.training],
+    }
+
+
+def diagnose_frozen_facts(facts: dict) -> None:
+    """:func:`diagnose_frozen` on the facts :func:`frozen_facts` reads."""
+    head, requires_grad = set(facts["head"]), facts["requires_grad"]
+    frozen_head = [n for n, grad in requires_grad.items() if n in head and not grad]
+    trainable_base = [n for n, grad in requires_grad.items() if n not in head and grad]
     if frozen_head:
         fail(
             f"The head is frozen too ({', '.join(frozen_head)}): nothing would learn. Freeze "
             "the base (embedding, positions, encoder) and leave the new head trainable."
         )
-    if trainable_base and len(trainable_base) == sum(1 for _ in model.parameters()) - len(head):
-        in_eval = [name for name, module in model.named_modules() if name and not module.training]
+    if trainable_base and len(trainable_base) == len(requires_grad) - facts["n_head"]:
+        in_eval = facts["in_eval"]
         if in_eval:
             fail(
                 f"No parameter of the base was frozen; {in_eval[0]} was switched to eval mode "
@@ -331,9 +415,18 @@ class _Counted(nn.Module):
         self.register_buffer("table", torch.zeros(10, 100))  # 1000 numbers, not parameters
 
 
+def counting_example() -> nn.Module:
+    """The module :func:`diagnose_count` counts: 16 trainable numbers (see :class:`_Counted`)."""
+    return _Counted()
+
+
 def diagnose_count(count: Callable[[nn.Module], object]) -> None:
     """Check ``count_trainable_parameters`` on a module whose answer is known (16)."""
-    got = count(_Counted())
+    diagnose_count_value(count(counting_example()))
+
+
+def diagnose_count_value(got: object) -> None:
+    """:func:`diagnose_count` on what the count gave for :func:`counting_example`."""
     if isinstance(got, torch.Tensor) and got.numel() == 1:
         got = got.item()
     check(
@@ -379,6 +472,16 @@ def mlm_shares(
     }
 
 
+MASK_ID = 3  # the mask id of the checks; their input ids are drawn from 4 .. vocab_size - 1
+
+
+def mask_tokens_input(
+    vocab_size: int, seed: int, shape: tuple[int, ...] = (64, 512)
+) -> torch.Tensor:
+    """The ids :func:`diagnose_mask_tokens` corrupts: random, never the mask id."""
+    return torch.randint(4, vocab_size, shape, generator=torch.Generator().manual_seed(seed))
+
+
 def diagnose_mask_tokens(
     mask_tokens: Callable[..., object], vocab_size: int = 1000, seed: int = 0
 ) -> dict[str, float]:
@@ -386,18 +489,25 @@ def diagnose_mask_tokens(
 
     The input ids avoid the mask id, so that a position equal to the mask id was masked.
     """
-    mask_id = 3
-    gen = torch.Generator().manual_seed(seed)
-    original = torch.randint(4, vocab_size, (64, 512), generator=gen)  # (B, L), no mask id
+    original = mask_tokens_input(vocab_size, seed)  # (B, L), no mask id
     ids = original.clone()
-    result = mask_tokens(ids, mask_id, vocab_size, 0.15, torch.Generator().manual_seed(1))
-    name = "mask_tokens(input_ids (64, 512), ...)"
+    result = mask_tokens(ids, MASK_ID, vocab_size, 0.15, torch.Generator().manual_seed(1))
+    return diagnose_mask_result(result, ids, original, vocab_size)
+
+
+def diagnose_mask_result(
+    result: object, ids: torch.Tensor, original: torch.Tensor, vocab_size: int
+) -> dict[str, float]:
+    """:func:`diagnose_mask_tokens` on what ``mask_tokens(ids, MASK_ID, vocab_size, 0.15, ...)``
+    returned, ``ids`` as the call left it, and ``original``, the ids before the call."""
+    mask_id, shape = MASK_ID, tuple(original.shape)
+    name = f"mask_tokens(input_ids {shape}, ...)"
     check(
         isinstance(result, (tuple, list)) and len(result) == 2,
         expected_got(f"{name} should return a pair.", "(inputs, labels)", type(result).__name__),
     )
-    inputs = check_tensor(result[0], f"inputs of {name}", shape=(64, 512), dtype=torch.long)
-    labels = check_tensor(result[1], f"labels of {name}", shape=(64, 512), dtype=torch.long)
+    inputs = check_tensor(result[0], f"inputs of {name}", shape=shape, dtype=torch.long)
+    labels = check_tensor(result[1], f"labels of {name}", shape=shape, dtype=torch.long)
     check(
         torch.equal(ids, original),
         f"{name} changed the tensor it was given. Corrupt a copy (input_ids.clone()): the "
@@ -481,17 +591,38 @@ def diagnose_mask_tokens(
     return shares
 
 
+GENERATOR_SEEDS = (11, 11, 12, None)  # the runs of diagnose_mask_generator: None is no generator
+
+
+def generator_input() -> torch.Tensor:
+    """The ids (8, 64) that :func:`diagnose_mask_generator` corrupts."""
+    return torch.randint(4, 500, (8, 64), generator=torch.Generator().manual_seed(5))
+
+
 def diagnose_mask_generator(mask_tokens: Callable[..., object]) -> None:
     """The corruption is reproducible with a generator, varies with its seed, works without one."""
-    ids = torch.randint(4, 500, (8, 64), generator=torch.Generator().manual_seed(5))
+    ids = generator_input()
 
-    def run(generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
-        out = mask_tokens(ids, 3, 500, 0.15, generator)
+    def run(index: int) -> object:
+        seed = GENERATOR_SEEDS[index]
+        return mask_tokens(ids, 3, 500, 0.15, None if seed is None else _generator(seed))
+
+    diagnose_generator_runs(run)
+
+
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def diagnose_generator_runs(output: Callable[[int], object]) -> None:
+    """:func:`diagnose_mask_generator` on the outputs of ``mask_tokens``: ``output(i)`` is what
+    it returned on :func:`generator_input` for the generator seed ``GENERATOR_SEEDS[i]``."""
+
+    def run(index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        out = output(index)
         return out[0], out[1]
 
-    first = run(torch.Generator().manual_seed(11))
-    again = run(torch.Generator().manual_seed(11))
-    other = run(torch.Generator().manual_seed(12))
+    first, again, other = run(0), run(1), run(2)
     check(
         torch.equal(first[0], again[0]) and torch.equal(first[1], again[1]),
         "mask_tokens gave different results for two generators with the same seed: draw every "
@@ -503,8 +634,9 @@ def diagnose_mask_generator(mask_tokens: Callable[..., object]) -> None:
         "mask_tokens gave the same choice for two different generator seeds: the choice must "
         "be random.",
     )
-    plain = run(None)
+    plain = run(3)
     check(
-        tuple(plain[0].shape) == tuple(ids.shape) and bool((plain[1] != IGNORE).any()),
+        tuple(plain[0].shape) == tuple(generator_input().shape)
+        and bool((plain[1] != IGNORE).any()),
         "mask_tokens should also work with generator=None (the global random generator).",
     )

@@ -60,7 +60,32 @@ def check_read_out(
     """
     n, d = keys.shape
     call = f"{name}(keys, {', '.join(map(str, wanted))})"
-    q = _query(function(keys.clone(), *wanted), call, d)
+    diagnose_read_out(
+        function(keys.clone(), *wanted),
+        call,
+        keys,
+        values,
+        wanted,
+        lambda: function(torch.eye(d)[:n].clone(), *wanted),
+    )
+
+
+def diagnose_read_out(
+    query: object,
+    call: str,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    wanted: list[int],
+    on_standard_basis: Callable[[], object],
+) -> None:
+    """:func:`check_read_out` on the query ``call`` returned.
+
+    ``on_standard_basis()`` gives the query built for the keys ``torch.eye(d)[:n]`` (the same
+    ``wanted``); it is asked for only when the read-out is wrong, to name a query tied to the
+    standard basis.
+    """
+    n, d = keys.shape
+    q = _query(query, call, d)
     target = values.to(torch.float64)[wanted].mean(0)
     c = attend(q, keys, values)
     error = (c - target).norm().item()
@@ -72,7 +97,7 @@ def check_read_out(
         f"{call} gives |c - target| = {error:.3f} (allowed {TOL}) with {n} random orthonormal "
         f"keys in dimension {d}. Weights: {_weights_text(weights, wanted)}; the goal is {goal}."
     )
-    if _tied_to_standard_basis(function, wanted, n, d):
+    if _tied_to_standard_basis(on_standard_basis, wanted, n, d):
         fail(
             what + " Your query works only for the standard basis: with the keys e_1, e_2, ... "
             "it reads the right values, with these keys it does not. It is built from one-hot "
@@ -111,13 +136,15 @@ def check_read_out(
     fail(what + " The attention does not pick the wanted keys: check which keys q points at.")
 
 
-def _tied_to_standard_basis(function: Callable, wanted: list[int], n: int, d: int) -> bool:
-    """True when ``function`` succeeds with the standard basis as keys (and failed elsewhere)."""
+def _tied_to_standard_basis(
+    on_standard_basis: Callable[[], object], wanted: list[int], n: int, d: int
+) -> bool:
+    """True when the query built for the standard basis as keys reads the right values there."""
     keys = torch.eye(d)[:n]
     values = torch.eye(d)[torch.arange(n).flip(0)]
 
     def ok(_: object) -> bool:
-        q = function(keys.clone(), *wanted).detach().to(torch.float64)
+        q = on_standard_basis().detach().to(torch.float64)
         target = values.to(torch.float64)[wanted].mean(0)
         return (attend(q, keys, values) - target).norm().item() <= TOL
 
@@ -143,9 +170,23 @@ def check_noisy_average(
     Over ``samples`` draws the read-out must stay near ``(v_a + v_b)/2``: median distance
     at most 0.03 and 90 % of the draws within 0.08.
     """
+    diagnose_noisy_average(function(means.clone(), a, b), means, values, a, b, alpha, samples, seed)
+
+
+def diagnose_noisy_average(
+    query: object,
+    means: torch.Tensor,
+    values: torch.Tensor,
+    a: int,
+    b: int,
+    alpha: float = ALPHA,
+    samples: int = SAMPLES,
+    seed: int = 0,
+) -> None:
+    """:func:`check_noisy_average` on the query ``query_for_average_noisy(means, a, b)``."""
     n, d = means.shape
     call = f"query_for_average_noisy(means, {a}, {b})"
-    q = _query(function(means.clone(), a, b), call, d)
+    q = _query(query, call, d)
     generator = torch.Generator().manual_seed(seed)
     keys = sample_keys(means, alpha, samples, generator=generator)
     values64 = values.to(torch.float64)
@@ -208,9 +249,24 @@ def check_two_heads(
     stretched key points backwards in about 8 % of the draws: no query can help then).
     Returns (median, spread).
     """
+    return diagnose_two_heads(
+        function(means.clone(), a, b), means, values, a, b, alpha, samples, seed
+    )
+
+
+def diagnose_two_heads(
+    out: object,
+    means: torch.Tensor,
+    values: torch.Tensor,
+    a: int,
+    b: int,
+    alpha: float = ALPHA,
+    samples: int = SAMPLES,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """:func:`check_two_heads` on ``out = two_head_queries(means, a, b)``."""
     n, d = means.shape
     call = f"two_head_queries(means, {a}, {b})"
-    out = function(means.clone(), a, b)
     check(
         isinstance(out, (tuple, list)) and len(out) == 2,
         expected_got(f"{call} must return two queries (q1, q2).", "a tuple of 2 tensors", out),
@@ -267,7 +323,21 @@ def check_kqv(function: Callable, us: torch.Tensor) -> tuple[torch.Tensor, torch
     """
     d = us.shape[1]
     beta = us[0].norm().item()
-    out = function(*us.clone())
+    eye_us = beta * torch.eye(d)[:4]
+    return diagnose_kqv(function(*us.clone()), us, lambda: function(*eye_us.clone()))
+
+
+def diagnose_kqv(
+    out: object, us: torch.Tensor, on_standard_basis: Callable[[], object]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`check_kqv` on ``out = kqv_matrices(*us)``.
+
+    ``on_standard_basis()`` gives ``kqv_matrices`` of ``beta * torch.eye(d)[:4]`` (beta = |u|);
+    it is asked for only when ``out`` is wrong, to name a construction tied to the standard
+    basis.
+    """
+    d = us.shape[1]
+    beta = us[0].norm().item()
     check(
         isinstance(out, (tuple, list)) and len(out) == 3,
         expected_got("kqv_matrices must return (K, Q, V).", "a tuple of 3 tensors", out),
@@ -288,10 +358,9 @@ def check_kqv(function: Callable, us: torch.Tensor) -> tuple[torch.Tensor, torch
             what + " Your matrices work when transposed: here keys are k_i = K x_i (a matrix "
             "times a column vector), not x_i^T K."
         )
-    scale = beta
-    eye_us = scale * torch.eye(d)[:4]
+    eye_us = beta * torch.eye(d)[:4]
     try:
-        on_eye = _kqv_errors([m for m in function(*eye_us.clone())], eye_us)
+        on_eye = _kqv_errors([m for m in on_standard_basis()], eye_us)
         if on_eye[2] <= 0.02 and on_eye[3] <= 0.02:
             fail(
                 what + " Your construction works only for the standard basis (u_a = beta e_1, "

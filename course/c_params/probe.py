@@ -1,0 +1,197 @@
+"""What the trusted judge needs from assignment C's code (see :mod:`course.verify`).
+
+One item per test cell of the notebook: the counts the student's four functions return. The
+sizes of the hidden items are drawn from the grader's secret seed by the functions below, which
+the judge calls too; the judge counts the real PyTorch modules itself. The sizes "far too large
+to build" are drawn near those of the notebook's hidden tests (products of small integers and
+powers of ten, at most as large), and called with the notebook's own time limit.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+
+import torch
+
+from course.c_params.checks import call_quickly, heads_of
+from course.verify import student
+
+# The sizes the visible cells try (the example's configuration and a small module).
+VISIBLE_EMBEDDING = [(11, 3), (50001, 200)]
+VISIBLE_LAYER = [(8, 2, 32), (200, 2, 200)]
+VISIBLE_BASE = [(13, 8, 2, 32, 3), (50001, 200, 2, 200, 4)]
+VISIBLE_HEAD = [(200, 2), (200, 50001), (7, 5)]
+
+
+def _generator(seed: int, offset: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed + offset)
+
+
+def _int(gen: torch.Generator, low: int, high: int) -> int:
+    """A random integer in [low, high)."""
+    return int(torch.randint(low, high, (1,), generator=gen))
+
+
+def _apart(d_model: int, d_hid: int) -> int:
+    """d_hid moved off d_model and 3 d_model, so that the named mistakes stay apart."""
+    return d_hid + 1 if d_hid in (d_model, 3 * d_model) else d_hid
+
+
+def embedding_sizes(seed: int) -> list[tuple[int, int]]:
+    """(ntokens, d_model) pairs of the hidden test, each in [1, 300)."""
+    gen = _generator(seed, 0)
+    return [(_int(gen, 1, 300), _int(gen, 1, 300)) for _ in range(6)]
+
+
+def layer_sizes(seed: int) -> list[tuple[int, int, int]]:
+    """(d_model, nhead, d_hid): 1 to 8 heads, d_model a multiple of nhead, d_hid apart."""
+    gen = _generator(seed, 1)
+    sizes = []
+    for _ in range(8):
+        nhead = _int(gen, 1, 9)
+        d_model = nhead * _int(gen, 1, 9)
+        sizes.append((d_model, nhead, _apart(d_model, _int(gen, 1, 65))))
+    return sizes
+
+
+def base_sizes(seed: int) -> list[tuple[int, int, int, int, int]]:
+    """(ntokens, d_model, nhead, d_hid, nlayers) of the hidden test of count_base."""
+    gen = _generator(seed, 2)
+    sizes = []
+    for _ in range(6):
+        nhead = _int(gen, 1, 9)
+        d_model = nhead * _int(gen, 1, 7)
+        d_hid = _apart(d_model, _int(gen, 1, 49))
+        sizes.append((_int(gen, 1, 200), d_model, nhead, d_hid, _int(gen, 2, 5)))
+    return sizes
+
+
+def head_sizes(seed: int) -> list[tuple[int, int]]:
+    """(d_model, n_out) pairs in [1, 300), never equal."""
+    gen = _generator(seed, 3)
+    sizes = []
+    for _ in range(6):
+        d_model, n_out = _int(gen, 1, 300), _int(gen, 1, 300)
+        sizes.append((d_model, n_out + 1 if n_out == d_model else n_out))
+    return sizes
+
+
+def layer_heads_sizes(seed: int) -> tuple[int, int]:
+    """(d_model, d_hid) of the every-number-of-heads check: d_model a multiple of 24."""
+    gen = _generator(seed, 4)
+    return 24 * _int(gen, 1, 5), _int(gen, 1, 65)
+
+
+def base_heads_sizes(seed: int) -> tuple[int, int, int, int]:
+    """(ntokens, d_model, d_hid, nlayers) of count_base's every-number-of-heads check."""
+    gen = _generator(seed, 5)
+    return _int(gen, 1, 200), 24 * _int(gen, 1, 5), _int(gen, 1, 65), _int(gen, 2, 5)
+
+
+def huge_sizes(seed: int) -> dict[str, tuple[int, ...]]:
+    """Sizes far too large to build, one tuple per function (at most the notebook's)."""
+    gen = _generator(seed, 6)
+
+    def scaled(power: int) -> int:  # 2 to 10 times 10**power
+        return _int(gen, 2, 11) * 10**power
+
+    nhead = (1, 2, 4, 8)
+    return {
+        "embedding": (scaled(8), scaled(5)),
+        "layer": (scaled(6), nhead[_int(gen, 0, 4)], _int(gen, 2, 41) * 10**6),
+        "base": (
+            scaled(8),
+            scaled(6),
+            nhead[_int(gen, 0, 4)],
+            _int(gen, 2, 41) * 10**6,
+            _int(gen, 50, 101),
+        ),
+        "head": (scaled(6), scaled(8)),
+    }
+
+
+def count_of(value: object) -> object:
+    """A returned count as the judge can load it: an integer (numpy and torch integers
+    included, as the checks accept them) as ``int``; anything else as it came (a bool, a float,
+    or a type name once saved), which the judge's checks reject as the notebook's do."""
+    if isinstance(value, bool):
+        return value
+    try:
+        return int(operator.index(value))  # type: ignore[arg-type]
+    except TypeError:
+        return value
+
+
+def _counts(count: Callable[..., object], sizes: list[tuple[int, ...]]) -> list[object]:
+    return [count_of(count(*args)) for args in sizes]
+
+
+def _hidden(
+    ns: dict,
+    name: str,
+    sizes: list[tuple[int, ...]],
+    huge: tuple[int, ...],
+    heads: Callable[[Callable[..., object]], object] | None = None,
+) -> dict:
+    count = student(ns, name)
+    seen: dict[str, object] = {"trials": _counts(count, sizes)}
+    if heads is not None:
+        seen["heads"] = heads(count)
+    seen["huge"] = count_of(call_quickly(count, huge, name))
+    return seen
+
+
+# ---------------------------------------------------------------- items, by test cell
+def embedding_visible(ns: dict, seed: int) -> object:
+    return _counts(student(ns, "count_embedding"), VISIBLE_EMBEDDING)
+
+
+def embedding_hidden(ns: dict, seed: int) -> object:
+    return _hidden(ns, "count_embedding", embedding_sizes(seed), huge_sizes(seed)["embedding"])
+
+
+def layer_visible(ns: dict, seed: int) -> object:
+    return _counts(student(ns, "count_encoder_layer"), VISIBLE_LAYER)
+
+
+def layer_hidden(ns: dict, seed: int) -> object:
+    d_model, d_hid = layer_heads_sizes(seed)
+
+    def heads(count: Callable[..., object]) -> list[object]:
+        return [count_of(count(d_model, h, d_hid)) for h in heads_of(d_model)]
+
+    return _hidden(ns, "count_encoder_layer", layer_sizes(seed), huge_sizes(seed)["layer"], heads)
+
+
+def base_visible(ns: dict, seed: int) -> object:
+    return _counts(student(ns, "count_base"), VISIBLE_BASE)
+
+
+def base_hidden(ns: dict, seed: int) -> object:
+    ntokens, d_model, d_hid, nlayers = base_heads_sizes(seed)
+
+    def heads(count: Callable[..., object]) -> list[object]:
+        return [count_of(count(ntokens, d_model, h, d_hid, nlayers)) for h in heads_of(d_model)]
+
+    return _hidden(ns, "count_base", base_sizes(seed), huge_sizes(seed)["base"], heads)
+
+
+def head_visible(ns: dict, seed: int) -> object:
+    return _counts(student(ns, "count_head"), VISIBLE_HEAD)
+
+
+def head_hidden(ns: dict, seed: int) -> object:
+    return _hidden(ns, "count_head", head_sizes(seed), huge_sizes(seed)["head"])
+
+
+ITEMS = {
+    "test_embedding_visible": embedding_visible,
+    "test_embedding_hidden": embedding_hidden,
+    "test_layer_visible": layer_visible,
+    "test_layer_hidden": layer_hidden,
+    "test_base_visible": base_visible,
+    "test_base_hidden": base_hidden,
+    "test_head_visible": head_visible,
+    "test_head_hidden": head_hidden,
+}

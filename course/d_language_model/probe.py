@@ -1,0 +1,201 @@
+"""What the trusted judge needs from assignment D's code (see :mod:`course.verify`).
+
+One item per test cell of the notebook. The inputs of the hidden items are drawn from the
+grader's secret seed by the functions below, which the judge calls too. The model items build
+the student's ``TransformerModel`` with torch seeded, and return its weights (``state_dict``),
+its logits on inputs from the seed, and what the visible checks read (logits for inputs whose
+later tokens differ, the input that ``pos_encoder`` received, ...). Nothing is trained here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from course.d_language_model.checks import causality_inputs, run_model
+from course.verify import student
+
+VISIBLE_BATCHES = [(10, 3), (100, 7)]  # (n_tokens, seq_len) of the visible cell
+VISIBLE_NLLS = [0.0, math.log(5000)]  # a perfect model, a uniform guess over 5000 words
+VISIBLE_MODEL = {"ntokens": 30, "d_model": 16, "nhead": 2, "d_hid": 32, "nlayers": 2}
+# The weights the hidden cell reads (not the position table, which the judge computes itself).
+WEIGHTS = ("embedding.", "transformer_encoder.", "decoder.")
+
+
+def future_mask(length: int) -> torch.Tensor:
+    """The (L, L) float mask of the notebook's given cell (0 on and below the diagonal, -inf
+    above), taken from torch."""
+    return nn.Transformer.generate_square_subsequent_mask(length)
+
+
+def batch_cases(seed: int) -> list[tuple[int, int, torch.Tensor]]:
+    """(n_tokens, seq_len, random stream of ids): the edge cases, then random sizes."""
+    gen = torch.Generator().manual_seed(seed)
+    sizes = [(31, 5), (26, 5), (6, 5), (1000, 35)]  # 26 = 5 * 5 + 1: every token used
+    for _ in range(4):
+        n_tokens = int(torch.randint(12, 400, (1,), generator=gen))
+        sizes.append((n_tokens, int(torch.randint(2, 11, (1,), generator=gen))))
+    return [(n, length, torch.randint(0, 50, (n,), generator=gen)) for n, length in sizes]
+
+
+def hidden_nlls(seed: int) -> list[float]:
+    """Losses small and large, then random ones in [0, 10)."""
+    gen = torch.Generator().manual_seed(seed + 1)
+    return [0.5, 1.0, 3.25, 9.5, 12.0, *(torch.rand(4, generator=gen) * 10).tolist()]
+
+
+def model_cases(seed: int) -> list[dict]:
+    """Sizes of the hidden models (as the hidden cell draws them), with their inputs ``src``."""
+    gen = torch.Generator().manual_seed(seed + 2)
+    cases = []
+    for trial, length in enumerate([1, 2, 9, 13, 20]):
+        ntokens = int(torch.randint(5, 60, (1,), generator=gen))
+        nhead = [2, 4][trial % 2]
+        d_model = nhead * int(torch.randint(2, 9, (1,), generator=gen))
+        batch = int(torch.randint(1, 5, (1,), generator=gen))
+        cases.append(
+            {
+                "ntokens": ntokens,
+                "d_model": d_model,
+                "nhead": nhead,
+                "d_hid": 2 * d_model,
+                "nlayers": 1 + trial % 2,
+                "src": torch.randint(0, ntokens, (batch, length), generator=gen),
+                "encoder_input": torch.randn(batch, length, d_model, generator=gen),
+            }
+        )
+    return cases
+
+
+def _number(value: object) -> object:
+    """A float or int subclass (numpy's float64, say) as the plain number it equals."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, int):
+        return int(value)
+    return value
+
+
+def _encoder_settings(model: nn.Module) -> object:
+    """What the first encoder layer says of its settings: a hint for the judge, which rebuilds
+    the encoder from the weights and keeps only settings that give the student's outputs."""
+    try:
+        layer = model.transformer_encoder.layers[0]
+        activation = layer.activation
+        return {
+            "nhead": int(layer.self_attn.num_heads),
+            "norm_first": bool(layer.norm_first),
+            "eps": float(layer.norm1.eps),
+            "activation": str(getattr(activation, "__name__", type(activation).__name__)),
+        }
+    except Exception:  # noqa: BLE001 - another kind of encoder: no hint
+        return None
+
+
+# ---------------------------------------------------------------- items, by test cell
+def batches_visible(ns: dict, seed: int) -> object:
+    batches = student(ns, "make_lm_batches")
+    return [batches(torch.arange(n), length) for n, length in VISIBLE_BATCHES]
+
+
+def batches_hidden(ns: dict, seed: int) -> object:
+    batches = student(ns, "make_lm_batches")
+    return [
+        {"counting": batches(torch.arange(n), length), "random": batches(stream.clone(), length)}
+        for n, length, stream in batch_cases(seed)
+    ]
+
+
+def perplexity_visible(ns: dict, seed: int) -> object:
+    ppl = student(ns, "perplexity")
+    return [_number(ppl(nll)) for nll in VISIBLE_NLLS]
+
+
+def perplexity_hidden(ns: dict, seed: int) -> object:
+    ppl = student(ns, "perplexity")
+    return [_number(ppl(nll)) for nll in hidden_nlls(seed)]
+
+
+def model_visible(ns: dict, seed: int) -> object:
+    """What the visible cell reads, on its own model (seed 0) and input."""
+    sizes = VISIBLE_MODEL
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = student(ns, "TransformerModel")(**sizes, dropout=0.1)
+        src = torch.randint(0, sizes["ntokens"], (3, 7))
+    mask = future_mask(7)
+    masked = run_model(model, src, mask)
+    unmasked = run_model(model, src, None)
+    changed = [run_model(model, other, mask) for other in causality_inputs(src, 30)]
+
+    calls: list[int] = []
+    hook = model.pos_encoder.register_forward_hook(lambda mod, args, out: calls.append(1))
+    try:
+        repeated = run_model(model, torch.full((1, 6), 5, dtype=torch.long), future_mask(6))
+    finally:
+        hook.remove()
+
+    seen: list[torch.Tensor] = []
+    hook = model.pos_encoder.register_forward_hook(lambda mod, args, out: seen.append(args[0]))
+    try:
+        run_model(model, src, mask)
+    finally:
+        hook.remove()
+    return {
+        "src": src,
+        "masked": masked,
+        "unmasked": unmasked,
+        "changed": changed,
+        "repeated": repeated,
+        "pos_encoder_called": bool(calls),
+        "pos_encoder_input": seen[0] if seen else None,
+        "embedding": model.embedding.weight if seen else None,
+    }
+
+
+def model_hidden(ns: dict, seed: int) -> object:
+    """Per model: its weights, its logits with and without the mask, logits for changed futures,
+    its encoder's and decoder's outputs on random vectors; then two passes in training mode."""
+    build = student(ns, "TransformerModel")
+    observed = []
+    with torch.random.fork_rng(devices=[]):
+        for trial, case in enumerate(model_cases(seed)):
+            sizes = {k: case[k] for k in ("ntokens", "d_model", "nhead", "d_hid", "nlayers")}
+            torch.manual_seed(seed + trial)
+            model = build(**sizes, dropout=0.3)
+            model.eval()
+            src, length = case["src"], case["src"].size(1)
+            mask = future_mask(length)
+            state = model.state_dict()
+            seen = {
+                "state": {k: v for k, v in state.items() if k.startswith(WEIGHTS)},
+                "masked": run_model(model, src, mask),
+                "unmasked": run_model(model, src, None),
+            }
+            encoder, x = model.transformer_encoder, case["encoder_input"]
+            with torch.no_grad():
+                seen["encoder_masked"] = encoder(x.clone(), mask=mask)
+                seen["encoder_unmasked"] = encoder(x.clone())
+                seen["decoder"] = model.decoder(x.clone())
+            seen["encoder_settings"] = _encoder_settings(model)
+            if length > 1:
+                inputs = causality_inputs(src, case["ntokens"], seed=trial)
+                seen["changed"] = [run_model(model, other, mask) for other in inputs]
+            observed.append(seen)
+        model.train()
+        dropped = [model(src, mask), model(src, mask)]
+    return {"models": observed, "train_mode": dropped}
+
+
+ITEMS = {
+    "test_batches_visible": batches_visible,
+    "test_batches_hidden": batches_hidden,
+    "test_perplexity_visible": perplexity_visible,
+    "test_perplexity_hidden": perplexity_hidden,
+    "test_model_visible": model_visible,
+    "test_model_hidden": model_hidden,
+}

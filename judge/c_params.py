@@ -1,0 +1,277 @@
+"""Assignment C's verdicts: the four counts, checked on observations.
+
+The true counts of the small sizes come from PyTorch modules built here (as the notebook's tests
+build them), those of the sizes too large to build from the closed forms below, which are checked
+against PyTorch on every small size first. The named mistakes are the notebook's.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from course.c_params import checks, probe
+from course.testcells import check
+
+# ---------------------------------------------------------------- references (trusted side only)
+
+
+def reference_embedding(ntokens: int, d_model: int) -> int:
+    return ntokens * d_model
+
+
+def reference_layer(d_model: int, nhead: int, d_hid: int) -> int:
+    return 4 * d_model * d_model + 4 * d_model + 2 * d_model * d_hid + d_hid + 5 * d_model
+
+
+def reference_base(ntokens: int, d_model: int, nhead: int, d_hid: int, nlayers: int) -> int:
+    return ntokens * d_model + nlayers * reference_layer(d_model, nhead, d_hid)
+
+
+def reference_head(d_model: int, n_out: int) -> int:
+    return d_model * n_out + n_out
+
+
+def layer_mistakes(d_model: int, nhead: int, d_hid: int) -> dict[str, int]:
+    """What each mistake named by the hidden test of count_encoder_layer gives."""
+    true = reference_layer(d_model, nhead, d_hid)
+    attention = 4 * d_model * d_model + 4 * d_model
+    return {
+        checks.HARD_CODED: 242_000,
+        checks.HEADS: true + (nhead - 1) * attention,
+        checks.HEADS_QKV: true + (nhead - 1) * 3 * (d_model * d_model + d_model),
+        checks.BIASES: true - 4 * d_model - d_hid - d_model,
+        checks.FFN_BIASES: true - d_hid - d_model,
+        checks.ALL_BIASES: true - 4 * d_model - d_hid - d_model - 2 * d_model,
+        checks.LAYERNORM: true - 4 * d_model,
+        checks.ATTENTION_BIASES: true - 4 * d_model,
+        checks.LAYERNORM_BIAS: true - 2 * d_model,
+        checks.D_HID: reference_layer(d_model, nhead, d_model),
+    }
+
+
+def base_mistakes(
+    ntokens: int, d_model: int, nhead: int, d_hid: int, nlayers: int
+) -> dict[str, int]:
+    """What each mistake named by the hidden test of count_base gives."""
+    true = reference_base(ntokens, d_model, nhead, d_hid, nlayers)
+    attention = 4 * d_model * d_model + 4 * d_model
+    return {
+        checks.HARD_CODED: 10_968_200,
+        checks.POSITIONAL: true + 5000 * d_model,
+        checks.HEADS: true + nlayers * (nhead - 1) * attention,
+        checks.HEADS_QKV: true + nlayers * (nhead - 1) * 3 * (d_model * d_model + d_model),
+        checks.BIASES: true - nlayers * (5 * d_model + d_hid),
+        checks.FFN_BIASES: true - nlayers * (d_model + d_hid),
+        checks.ALL_BIASES: true - nlayers * (7 * d_model + d_hid),
+        checks.LAYERNORM: true - nlayers * 4 * d_model,
+        checks.ATTENTION_BIASES: true - nlayers * 4 * d_model,
+        checks.LAYERNORM_BIAS: true - nlayers * 2 * d_model,
+        checks.D_HID: reference_base(ntokens, d_model, nhead, d_model, nlayers),
+        checks.ONE_LAYER: reference_base(ntokens, d_model, nhead, d_hid, 1),
+        checks.NO_EMBEDDING: true - ntokens * d_model,
+        checks.EMBEDDING_BIAS: true + d_model,
+    }
+
+
+HEAD_HARD_CODED = f"{checks.HARD_CODED} (10,050,201 is the language model's head.)"
+
+
+def head_mistakes(d_model: int, n_out: int) -> dict[str, int]:
+    """What each mistake named by the hidden test of count_head gives."""
+    return {
+        checks.HARD_CODED: 402,
+        HEAD_HARD_CODED: 10_050_201,
+        checks.HEAD_BIAS: d_model * n_out,
+        "the bias has n_out entries (one per output), not d_model.": d_model * n_out + d_model,
+    }
+
+
+class Positions(nn.Module):
+    """A positional-encoding table as a buffer (as the hidden test's base holds one)."""
+
+    def __init__(self, d_model: int, max_len: int = 5000) -> None:
+        super().__init__()
+        self.register_buffer("pe", torch.zeros(max_len, d_model))
+
+
+def real_base(ntokens: int, d_model: int, nhead: int, d_hid: int, nlayers: int) -> nn.Module:
+    """The base built with PyTorch: embedding, a buffer of positions, the stack."""
+    return nn.ModuleDict(
+        {
+            "embedding": nn.Embedding(ntokens, d_model),
+            "pos_encoder": Positions(d_model),
+            "transformer_encoder": nn.TransformerEncoder(
+                checks.encoder_layer(d_model, nhead, d_hid), nlayers, enable_nested_tensor=False
+            ),
+        }
+    )
+
+
+def _listed(got: object, count: int, what: str) -> list:
+    check(isinstance(got, list) and len(got) == count, f"not one {what} per size")
+    assert isinstance(got, list)
+    return got
+
+
+def _hidden(got: object, heads: bool = False) -> dict:
+    assert isinstance(got, dict)
+    keys = {"trials", "huge"} | ({"heads"} if heads else set())
+    check(set(got) == keys, "the observation of the hidden test is incomplete")
+    return got
+
+
+def _independent_of_heads(got: object, d_model: int, name: str) -> None:
+    """As checks.check_independent_of_heads, on the counts observed for each nhead."""
+    heads = checks.heads_of(d_model)
+    values = _listed(got, len(heads), "count")
+    read = {h: checks.as_count(v, name) for h, v in zip(heads, values, strict=True)}
+    checks.diagnose_head_counts(read, d_model, name)
+
+
+# ---------------------------------------------------------------- the embedding
+def embedding_visible(seed: int, got: object) -> None:
+    small, example = _listed(got, 2, "count")
+    checks.check_count(
+        small,
+        checks.parameter_count(nn.Embedding(11, 3)),
+        "count_embedding(11, 3)",
+        {checks.HARD_CODED: 10_000_200},
+    )
+    checks.check_count(example, 10_000_200, "count_embedding(50001, 200)")
+
+
+def embedding_hidden(seed: int, got: object) -> None:
+    seen = _hidden(got)
+    sizes = probe.embedding_sizes(seed)
+    for (ntokens, d_model), value in zip(
+        sizes, _listed(seen["trials"], len(sizes), "count"), strict=True
+    ):
+        true = checks.parameter_count(nn.Embedding(ntokens, d_model))
+        check(true == reference_embedding(ntokens, d_model), "internal: reference embedding")
+        checks.check_count(
+            value,
+            true,
+            f"count_embedding({ntokens}, {d_model})",
+            {checks.HARD_CODED: 10_000_200, checks.EMBEDDING_BIAS: true + d_model},
+        )
+    huge = probe.huge_sizes(seed)["embedding"]
+    checks.check_count(seen["huge"], reference_embedding(*huge), f"count_embedding{huge}")
+
+
+# ---------------------------------------------------------------- one encoder layer
+def layer_visible(seed: int, got: object) -> None:
+    small, example = _listed(got, 2, "count")
+    checks.check_count(
+        small,
+        checks.parameter_count(checks.encoder_layer(8, 2, 32)),
+        "count_encoder_layer(8, 2, 32)",
+        {checks.HARD_CODED: 242_000, **checks.layer_mistakes(8, 2, 32)},
+    )
+    checks.check_count(
+        example, 242_000, "count_encoder_layer(200, 2, 200)", checks.layer_mistakes(200, 2, 200)
+    )
+
+
+def layer_hidden(seed: int, got: object) -> None:
+    seen = _hidden(got, heads=True)
+    sizes = probe.layer_sizes(seed)
+    for args, value in zip(sizes, _listed(seen["trials"], len(sizes), "count"), strict=True):
+        true = checks.parameter_count(checks.encoder_layer(*args))
+        check(true == reference_layer(*args), "internal: reference layer")
+        checks.check_count(value, true, f"count_encoder_layer{args}", layer_mistakes(*args))
+    d_model, d_hid = probe.layer_heads_sizes(seed)
+    name = f"count_encoder_layer({d_model}, nhead, {d_hid})"
+    _independent_of_heads(seen["heads"], d_model, name)
+    huge = probe.huge_sizes(seed)["layer"]
+    checks.check_count(
+        seen["huge"], reference_layer(*huge), f"count_encoder_layer{huge}", layer_mistakes(*huge)
+    )
+
+
+# ---------------------------------------------------------------- the base
+def base_visible(seed: int, got: object) -> None:
+    small, example = _listed(got, 2, "count")
+    small_base = nn.ModuleDict(
+        {
+            "embedding": nn.Embedding(13, 8),
+            "transformer_encoder": nn.TransformerEncoder(
+                checks.encoder_layer(8, 2, 32), 3, enable_nested_tensor=False
+            ),
+        }
+    )
+    checks.check_count(
+        small,
+        checks.parameter_count(small_base),
+        "count_base(13, 8, 2, 32, 3)",
+        {checks.HARD_CODED: 10_968_200, **checks.base_mistakes(13, 8, 2, 32, 3)},
+    )
+    checks.check_count(
+        example,
+        10_968_200,
+        "count_base(50001, 200, 2, 200, 4)",
+        checks.base_mistakes(50001, 200, 2, 200, 4),
+    )
+
+
+def base_hidden(seed: int, got: object) -> None:
+    seen = _hidden(got, heads=True)
+    sizes = probe.base_sizes(seed)
+    for args, value in zip(sizes, _listed(seen["trials"], len(sizes), "count"), strict=True):
+        true = checks.parameter_count(real_base(*args))
+        check(true == reference_base(*args), "internal: reference base")
+        checks.check_count(value, true, f"count_base{args}", base_mistakes(*args))
+    ntokens, d_model, d_hid, nlayers = probe.base_heads_sizes(seed)
+    name = f"count_base({ntokens}, {d_model}, nhead, {d_hid}, {nlayers})"
+    _independent_of_heads(seen["heads"], d_model, name)
+    huge = probe.huge_sizes(seed)["base"]
+    checks.check_count(
+        seen["huge"], reference_base(*huge), f"count_base{huge}", base_mistakes(*huge)
+    )
+
+
+# ---------------------------------------------------------------- the head
+def head_visible(seed: int, got: object) -> None:
+    classifier, language_model, small = _listed(got, 3, "count")
+    checks.check_count(classifier, 402, "count_head(200, 2)", {checks.HEAD_BIAS: 400})
+    checks.check_count(
+        language_model,
+        10_050_201,
+        "count_head(200, 50001)",
+        {checks.HEAD_BIAS: 10_000_200, checks.HARD_CODED: 402},
+    )
+    checks.check_count(
+        small,
+        checks.parameter_count(nn.Linear(7, 5)),
+        "count_head(7, 5)",
+        {checks.HEAD_BIAS: 35, checks.HARD_CODED: 402, HEAD_HARD_CODED: 10_050_201},
+    )
+
+
+def head_hidden(seed: int, got: object) -> None:
+    seen = _hidden(got)
+    sizes = probe.head_sizes(seed)
+    for (d_model, n_out), value in zip(
+        sizes, _listed(seen["trials"], len(sizes), "count"), strict=True
+    ):
+        true = checks.parameter_count(nn.Linear(d_model, n_out))
+        check(true == reference_head(d_model, n_out), "internal: reference head")
+        checks.check_count(
+            value, true, f"count_head({d_model}, {n_out})", head_mistakes(d_model, n_out)
+        )
+    huge = probe.huge_sizes(seed)["head"]
+    checks.check_count(
+        seen["huge"], reference_head(*huge), f"count_head{huge}", head_mistakes(*huge)
+    )
+
+
+JUDGES = {
+    "test_embedding_visible": embedding_visible,
+    "test_embedding_hidden": embedding_hidden,
+    "test_layer_visible": layer_visible,
+    "test_layer_hidden": layer_hidden,
+    "test_base_visible": base_visible,
+    "test_base_hidden": base_hidden,
+    "test_head_visible": head_visible,
+    "test_head_hidden": head_hidden,
+}

@@ -1,0 +1,203 @@
+"""Assignment F's verdicts: queries, heads, K/Q/V matrices and counts, checked on observations.
+
+Every item runs the check of its test cell (``course.f_attention_exploration.checks``) on what
+the student's functions returned, with the keys, values and noise regenerated here. Where a check
+would call the student's function again to name a mistake (on the standard basis), it gets the
+answer the probe observed there instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from course.f_attention_exploration import checks, probe
+from course.f_attention_exploration.experiments import spread_experiment
+from course.testcells import check
+
+HALF = "half the count: add QK^T and weights @ V."
+
+
+def _observed(value: object) -> Callable[[], object]:
+    """A callable that gives an observed answer, as the checks ask for it."""
+    return lambda: value
+
+
+def _observed_matrices(value: object) -> Callable[[], object]:
+    """As :func:`_observed`, raising TypeError (as the check's own call may) unless tensors."""
+
+    def matrices() -> object:
+        if not isinstance(value, list) or not all(isinstance(m, torch.Tensor) for m in value):
+            raise TypeError("kqv_matrices did not return tensors on the standard basis")
+        return value
+
+    return matrices
+
+
+def _each(got: object, cases: list, what: str) -> list:
+    check(isinstance(got, list) and len(got) == len(cases), f"not one {what} per case")
+    assert isinstance(got, list)
+    return got
+
+
+# ---------------------------------------------------------------- copying and averaging
+def _read_out(
+    got: object, name: str, keys: torch.Tensor, values: torch.Tensor, wanted: list[int]
+) -> None:
+    assert isinstance(got, dict)
+    call = f"{name}(keys, {', '.join(map(str, wanted))})"
+    basis = _observed(got["basis"])
+    checks.diagnose_read_out(got["query"], call, keys, values, wanted, basis)
+
+
+def copy_visible(seed: int, got: object) -> None:
+    cell_seed, wanted = probe.VISIBLE_COPY
+    _read_out(got, "query_to_copy", *probe.visible_basis(cell_seed), wanted)
+
+
+def copy_hidden(seed: int, got: object) -> None:
+    cases = probe.copy_cases(seed)
+    for (keys, values, j), seen in zip(cases, _each(got, cases, "query"), strict=True):
+        _read_out(seen, "query_to_copy", keys, values, [j])
+
+
+def average_visible(seed: int, got: object) -> None:
+    cell_seed, wanted = probe.VISIBLE_AVERAGE
+    _read_out(got, "query_for_average", *probe.visible_basis(cell_seed), wanted)
+
+
+def average_hidden(seed: int, got: object) -> None:
+    cases = probe.average_cases(seed)
+    for (keys, values, wanted), seen in zip(cases, _each(got, cases, "query"), strict=True):
+        _read_out(seen, "query_for_average", keys, values, wanted)
+
+
+# ---------------------------------------------------------------- noisy keys, two heads
+def noisy_visible(seed: int, got: object) -> None:
+    cell_seed, (a, b) = probe.VISIBLE_NOISY
+    checks.diagnose_noisy_average(got, *probe.visible_basis(cell_seed), a, b)
+
+
+def noisy_hidden(seed: int, got: object) -> None:
+    cases = probe.noisy_cases(seed)
+    for (means, values, a, b, noise), seen in zip(cases, _each(got, cases, "query"), strict=True):
+        checks.diagnose_noisy_average(seen, means, values, a, b, seed=noise)
+
+
+def two_heads_visible(seed: int, got: object) -> None:
+    cell_seed, (a, b) = probe.VISIBLE_TWO_HEADS
+    checks.diagnose_two_heads(got, *probe.visible_basis(cell_seed), a, b)
+
+
+def two_heads_hidden(seed: int, got: object) -> None:
+    """As the hidden cell: the check, and a spread far below that of one head s (mu_a + mu_b)."""
+    cases = probe.two_heads_cases(seed)
+    for (means, values, a, b, noise), seen in zip(cases, _each(got, cases, "pair"), strict=True):
+        _, spread = checks.diagnose_two_heads(seen, means, values, a, b, seed=noise)
+        one_head = [50.0 * (means[a] + means[b])]
+        single = spread_experiment(one_head, means, values, a, b, checks.ALPHA, seed=noise)
+        single_spread = (torch.quantile(single, 0.75) - torch.quantile(single, 0.25)).item()
+        check(
+            spread < 0.2 * single_spread,
+            f"The two heads' spread {spread:.3f} is not much smaller than one head's "
+            f"{single_spread:.3f}.",
+        )
+
+
+# ---------------------------------------------------------------- key, query, value matrices
+def _kqv(got: object, us: torch.Tensor) -> None:
+    assert isinstance(got, dict)
+    checks.diagnose_kqv(got["out"], us, _observed_matrices(got["basis"]))
+
+
+def kqv_visible(seed: int, got: object) -> None:
+    _kqv(got, probe.visible_us())
+
+
+def kqv_hidden(seed: int, got: object) -> None:
+    cases = probe.kqv_cases(seed)
+    for us, seen in zip(cases, _each(got, cases, "(K, Q, V)"), strict=True):
+        _kqv(seen, us)
+
+
+# ---------------------------------------------------------------- counts
+def reference_flops(m: int, n: int, k: int) -> dict[str, int]:
+    """Multiply-adds of QK^T plus weights @ V: 2 L_q L_k k per block."""
+    return {
+        "encoder_self": 2 * m * m * k,
+        "decoder_encoder": 2 * n * m * k,
+        "decoder_self": 2 * n * n * k,
+    }
+
+
+def _unambiguous(pairs: list[tuple[int, str]]) -> dict[int, str]:
+    """{wrong count: message}, leaving out a count that two mistakes would both give."""
+    counts = [count for count, _ in pairs]
+    return {count: message for count, message in pairs if counts.count(count) == 1}
+
+
+def flops_visible(seed: int, got: object) -> None:
+    m, n, k = probe.VISIBLE_FLOPS
+    half = "half the count: add both products, QK^T and weights @ V."
+    checks.check_counts(
+        got,
+        reference_flops(m, n, k),
+        f"attention_flops({m}, {n}, {k})",
+        {
+            "encoder_self": {
+                2 * m * n * k: "2*M*N*k is the cross-attention count: in encoder self-attention "
+                "each of the M source queries meets all M source keys (M^2 pairs).",
+                m * m * k: half,
+            },
+            "decoder_encoder": {n * m * k: half},
+            "decoder_self": {
+                2 * m * m * k: "the decoder's self-attention pairs target with target: N^2, "
+                "not M^2.",
+                n * n * k: half,
+            },
+        },
+    )
+
+
+def flops_hidden(seed: int, got: object) -> None:
+    cases = probe.flops_cases(seed)
+    for (m, n, k), seen in zip(cases, _each(got, cases, "dict of counts"), strict=True):
+        expected = reference_flops(m, n, k)
+        cross = (
+            "2*M*N*k is the cross-attention count: encoder self-attention pairs the M source "
+            "tokens with themselves (M^2)."
+        )
+        checks.check_counts(
+            seen,
+            expected,
+            f"attention_flops({m}, {n}, {k})",
+            {
+                "encoder_self": _unambiguous(
+                    [(2 * m * n * k, cross), (expected["encoder_self"] // 2, HALF)]
+                ),
+                "decoder_encoder": {expected["decoder_encoder"] // 2: HALF},
+                "decoder_self": _unambiguous(
+                    [
+                        (2 * m * m * k, "decoder self-attention is N^2, not M^2."),
+                        (expected["decoder_self"] // 2, HALF),
+                    ]
+                ),
+            },
+        )
+
+
+JUDGES = {
+    "test_copy_visible": copy_visible,
+    "test_copy_hidden": copy_hidden,
+    "test_average_visible": average_visible,
+    "test_average_hidden": average_hidden,
+    "test_noisy_visible": noisy_visible,
+    "test_noisy_hidden": noisy_hidden,
+    "test_two_heads_visible": two_heads_visible,
+    "test_two_heads_hidden": two_heads_hidden,
+    "test_kqv_visible": kqv_visible,
+    "test_kqv_hidden": kqv_hidden,
+    "test_flops_visible": flops_visible,
+    "test_flops_hidden": flops_hidden,
+}

@@ -1,0 +1,75 @@
+"""The trusted verification's parts: the judge's file reading, its process, the disagreements.
+
+The end-to-end property (a patched kernel gains no point) is in ``test_adversarial.py``; the
+judge's agreement with every demo student is in ``test_checks_direct.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from pathlib import Path
+
+import pytest
+import torch
+
+from grader.verification import Judge, Verification, disagreements
+from judge import core
+
+
+class Payload:
+    """An object whose unpickling would run code (a hostile observations file)."""
+
+    def __reduce__(self):
+        return (os.system, ("touch /tmp/course-judge-was-fooled",))
+
+
+def test_observations_with_code_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "hostile.pt"
+    torch.save({"test_mask_visible": Payload()}, path)
+    with pytest.raises(core.Refused):
+        core.load(str(path))
+    assert not Path("/tmp/course-judge-was-fooled").exists()
+    path.write_bytes(pickle.dumps(Payload()))
+    with pytest.raises(core.Refused):
+        core.load(str(path))
+
+
+def test_links_and_missing_files_are_refused(tmp_path: Path) -> None:
+    real = tmp_path / "real.pt"
+    torch.save({"a": torch.zeros(2)}, real)
+    link = tmp_path / "link.pt"
+    link.symlink_to(real)
+    with pytest.raises(core.Refused):
+        core.load(str(link))
+    with pytest.raises(core.Refused, match="no observations"):
+        core.load(str(tmp_path / "absent.pt"))
+    torch.save([1, 2], tmp_path / "list.pt")
+    with pytest.raises(core.Refused, match="dictionary"):
+        core.load(str(tmp_path / "list.pt"))
+
+
+def test_the_judge_process_gives_verdicts(tmp_path: Path) -> None:
+    seed = 7
+    right = torch.triu(torch.full((3, 3), float("-inf")), diagonal=1)
+    torch.save({"test_mask_visible": right, "test_mask_hidden": [torch.zeros(1)]}, tmp_path / "o")
+    judge = Judge()
+    try:
+        result = judge.verify("a_masks", seed, tmp_path / "o")
+        refused = judge.verify("a_masks", seed, tmp_path / "absent")
+    finally:
+        judge.close()
+    assert result.verdicts["test_mask_visible"] is None
+    assert "one mask per size" in result.verdicts["test_mask_hidden"]
+    assert "not observed" in result.verdicts["test_pe_visible"]
+    assert refused.refused
+
+
+def test_only_points_the_judge_rejects_are_overruled() -> None:
+    verdicts = {"t1": None, "t2": "wrong values", "t3": "wrong shape"}
+    scores = {"t1": 1.0, "t2": 2.0, "t3": 0.0, "written": 3.0}
+    found = disagreements(Verification(verdicts=verdicts), scores)
+    assert list(found) == ["t2"] and "wrong values" in found["t2"]
+    refused = disagreements(Verification(refused="no observations"), scores)
+    assert set(refused) == {"t1", "t2", "written"}
+    assert disagreements(Verification(refused="x"), {"t1": 0.0}) == {}

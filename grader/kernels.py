@@ -17,7 +17,7 @@ import tempfile
 import uuid
 
 from jupyter_client.manager import AsyncKernelManager
-from traitlets import List, Unicode, default
+from traitlets import Integer, List, Unicode, default
 
 
 class IsolatedKernelManager(AsyncKernelManager):
@@ -38,15 +38,15 @@ class SandboxedKernelManager(IsolatedKernelManager):
     """A grading kernel inside a bubblewrap sandbox; nbgrader and nbclient stay outside.
 
     Inside, the kernel sees, read-only: the system (``/usr`` and its links, a few files of
-    ``/etc``), the Python installation and the virtualenv, and the notebook package
-    ``course/``. It may write only in its working directory (the submission's own folder) and
-    in a private, empty ``/tmp``. Nothing else exists for it: not the gradebook, not
-    ``source/``, not the other students, not the instructor's course folder. It runs in new
-    PID, network, IPC, UTS and user namespaces with no capability (``--cap-drop ALL``: as
-    root, bubblewrap would otherwise keep them), dies with the process that started it, and
-    gets an environment cleared to :attr:`env_allow`. It talks to nbclient over the ipc
-    transport, through a socket folder bound into the sandbox; cell timeouts interrupt it by a
-    message (a SIGINT to bubblewrap would kill the sandbox, not interrupt the cell).
+    ``/etc``), the Python installation and the virtualenv, and the notebook package ``course/``.
+    It may write only in its working directory (the submission's own folder) and in a private,
+    empty ``/tmp`` of :attr:`tmp_size_mb`. Nothing else exists for it: not the gradebook, not
+    ``source/``, not the other students, not the instructor's course folder. It runs in new PID,
+    network, IPC, UTS and user namespaces with no capability (``--cap-drop ALL``: as root,
+    bubblewrap would otherwise keep them), dies with the process that started it, and gets an
+    environment cleared to :attr:`env_allow`. It talks to nbclient over the ipc transport,
+    through a socket folder bound into the sandbox; cell timeouts interrupt it by a message (a
+    SIGINT to bubblewrap would kill the sandbox, not interrupt the cell).
     """
 
     env_allow = List(
@@ -57,6 +57,9 @@ class SandboxedKernelManager(IsolatedKernelManager):
         ],
         help="Environment variables passed into the sandbox (all others are cleared).",
     ).tag(config=True)  # fmt: skip
+    tmp_size_mb = Integer(
+        256, help="Size of the kernel's private /tmp (a tmpfs: it would otherwise fill memory)."
+    ).tag(config=True)
     socket_root = Unicode(
         "",
         help="Folder for the kernel's socket folder (default: the temporary folder). The grader "
@@ -97,7 +100,9 @@ class SandboxedKernelManager(IsolatedKernelManager):
         """The kernel's command line, behind bubblewrap."""
         kernel = super().format_kernel_cmd(extra_arguments)
         workdir = os.path.abspath(self._launch_args.get("cwd") or os.getcwd())
-        return sandbox_command(kernel, workdir, self._socket_folder, self.env_allow, self.etc_files)
+        return sandbox_command(
+            kernel, workdir, self._socket_folder, self.env_allow, self.etc_files, self.tmp_size_mb
+        )
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart)
@@ -116,7 +121,12 @@ def _readable_roots() -> list[str]:
 
 
 def sandbox_command(
-    kernel: list[str], workdir: str, sockets: str, env_allow: list[str], etc_files: list[str]
+    kernel: list[str],
+    workdir: str,
+    sockets: str,
+    env_allow: list[str],
+    etc_files: list[str],
+    tmp_size_mb: int = 256,
 ) -> list[str]:
     """``bwrap ... -- KERNEL``: the kernel in a sandbox (see :class:`SandboxedKernelManager`)."""
     bwrap = shutil.which("bwrap")
@@ -128,6 +138,8 @@ def sandbox_command(
     # /tmp first: the folders bound below may live under /tmp (a clone there, say).
     args = [
         bwrap,
+        "--size",
+        str(tmp_size_mb * 2**20),
         "--tmpfs",
         "/tmp",
         "--ro-bind",

@@ -22,6 +22,7 @@ PROBES = {
     "secret": "print(open(SECRET).read())",
     "write_here": "open('mine.txt', 'w').write('ok'); print(open('mine.txt').read())",
     "host_tmp": "import os; print(sorted(os.listdir('/tmp')))",
+    "fill_tmp": "open('/tmp/big', 'wb').write(b'x' * (300 * 2**20))",
     "processes": "import os; print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))",
     "network": (
         "import socket\ns = socket.socket()\ns.settimeout(2)\ns.connect(('127.0.0.1', PORT))\n"
@@ -97,6 +98,11 @@ def test_the_submission_folder_is_writable(probed) -> None:
 
 def test_tmp_is_private(probed) -> None:
     assert "host-file-for-sandbox-test" not in text(probed["host_tmp"])
+
+
+def test_private_tmp_cannot_fill_memory(probed) -> None:
+    """/tmp is a tmpfs (memory): it is capped (256 MB), a larger file fails."""
+    assert error(probed["fill_tmp"]) == "OSError"
 
 
 def test_no_other_process_is_visible(probed) -> None:

@@ -70,14 +70,20 @@ def run(
     jobs: int,
     say: Callable[[str], None] = print,
     unsafe_no_sandbox: bool = False,
+    choose: Callable[[str, list[str]], list[str]] | None = None,
 ) -> Path:
-    """Release, build the demo class, autograde in parallel, write feedback and the grade table."""
+    """Release, build the demo class, autograde in parallel, write feedback and the grade table.
+
+    ``choose(assignment, students)`` picks the students to grade (default: all of them).
+    """
     from grader import pipeline
 
     for assignment in assignments:
         say(f"[{assignment}] generating release/ from source/")
         pipeline.release(root, assignment)
         students = build_class(root, assignment)
+        if choose is not None:
+            students = choose(assignment, students)
         say(f"[{assignment}] demo class: {', '.join(students)}")
         results = pipeline.autograde(
             root,

@@ -46,9 +46,28 @@ def _this_python() -> None:
     use_this_python()
 
 
+def pipeline_students(assignment: str, students: list[str] | None = None) -> list[str]:
+    """The demo students graded through nbgrader by ``make test``.
+
+    Every demo student's checks and judge run in-process in the fast tier
+    (``test_checks_direct.py``); the real pipeline grades, besides all of assignment A (the
+    adversarial class and the CLI tests build on it), the reference, the blank release, every
+    other correct style (a false flag would show there) and the first two typical mistakes of
+    each assignment. ``make demo`` grades them all.
+    """
+    students = students or sorted(demo.descriptions(REPO, assignment))
+    if assignment == "a_masks":
+        return students
+    described = demo.descriptions(REPO, assignment)
+    correct = [s for s in students if described[s].get("expect", {}).get("full_marks")]
+    mistakes = [s for s in students if described[s].get("expect", {}).get("fail")]
+    return sorted({demo.BLANK, *correct, *mistakes[:2]})
+
+
 @pytest.fixture(scope="session")
 def graded_class(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo class of every assignment, released, graded (2 jobs) and with feedback."""
+    """The demo class of every assignment (:func:`pipeline_students`), released, graded with 2
+    jobs and with feedback."""
     root = make_course_copy(tmp_path_factory.mktemp("graded") / "course")
-    demo.run(root, ASSIGNMENTS, jobs=2, say=lambda line: None)
+    demo.run(root, ASSIGNMENTS, jobs=2, say=lambda line: None, choose=pipeline_students)
     return root

@@ -249,8 +249,8 @@ def adversarial_class(graded_class: Path, tmp_path_factory: pytest.TempPathFacto
             nb = action(nb)
         nbformat.write(nb, str(target))
     limits = {
-        "COURSE_CELL_TIMEOUT": "20",
-        "COURSE_SUBMISSION_SECONDS": "90",
+        "COURSE_CELL_TIMEOUT": "15",
+        "COURSE_SUBMISSION_SECONDS": "60",
         "COURSE_MEMORY_MB": "5000",
     }
     saved = {k: os.environ.get(k) for k in limits}

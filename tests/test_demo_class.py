@@ -1,4 +1,7 @@
-"""The demo class, graded once: every student gets what their description says.
+"""The demo class, graded once through nbgrader: every student gets what their description says.
+
+The students graded here are :func:`tests.conftest.pipeline_students` (all of them run in-process
+in ``test_checks_direct.py``).
 
 - the reference student gets every autograded point, the blank one none;
 - each student with a typical mistake loses the points of exactly the tests that target it,
@@ -16,9 +19,9 @@ from nbgrader.api import Gradebook
 
 from grader import demo, pipeline
 from grader.selfcheck import error_message
-from tests.conftest import ASSIGNMENTS, REPO
+from tests.conftest import ASSIGNMENTS, REPO, pipeline_students
 
-STUDENTS = [(a, s) for a in ASSIGNMENTS for s in demo.descriptions(REPO, a)]
+STUDENTS = [(a, s) for a in ASSIGNMENTS for s in pipeline_students(a)]
 
 
 def test_every_assignment_has_a_demo_class() -> None:

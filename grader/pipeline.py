@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import os
+import tempfile
 import warnings
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -25,7 +26,7 @@ from nbgrader.apps import NbGraderAPI
 from nbgrader.coursedir import CourseDirectory
 from traitlets.config import Config
 
-from grader import reference_run, report, sandbox, verification
+from grader import gradebook, reference_run, report, sandbox, verification
 from grader.paths import CourseError, load_config, require_assignment, use_this_python
 
 
@@ -96,15 +97,16 @@ def submitted_students(root: Path, assignment: str) -> list[str]:
     return sorted(p.name for p in submitted.iterdir() if (p / assignment).is_dir())
 
 
-def _sqlite_path(url: str) -> Path:
-    prefix = "sqlite:///"
-    if not url.startswith(prefix):
-        raise CourseError(f"autograding needs an sqlite gradebook; this course uses {url}.")
-    return Path(url[len(prefix) :])
-
-
 def _require_in_gradebook(url: str, assignment: str) -> None:
-    with Gradebook(url) as gb:
+    from sqlalchemy.exc import OperationalError
+
+    try:
+        gradebook_of = Gradebook(url)
+    except OperationalError as error:
+        where = url.split("@")[-1]  # never print a password
+        reason = str(error.orig).strip().splitlines()[0] if error.orig else "no details"
+        raise CourseError(f"cannot open the gradebook database at {where}: {reason}") from None
+    with gradebook_of as gb:
         try:
             gb.find_assignment(assignment)
         except MissingEntry:
@@ -331,8 +333,8 @@ def autograde(
     """
     require_assignment(root, assignment)
     url = db_url(root)
-    main_db = _sqlite_path(url)
-    if not main_db.exists():
+    main_db = gradebook.sqlite_file(url)
+    if main_db is not None and not main_db.exists():
         raise CourseError(f"no gradebook at {main_db}: run `course release {assignment}` first.")
     _require_in_gradebook(url, assignment)
     chosen = sorted(students) if students is not None else submitted_students(root, assignment)
@@ -347,6 +349,25 @@ def autograde(
     if not unsafe_no_sandbox:
         sandbox.check_sandbox()
     use_this_python()
+    if main_db is not None:
+        return _autograde(root, assignment, chosen, jobs, url, main_db, progress, unsafe_no_sandbox)
+    # A database server: the workers copy a snapshot of the assignment (grader.gradebook).
+    with tempfile.TemporaryDirectory(prefix="course-snapshot-") as folder:
+        main_db = gradebook.snapshot(url, assignment, Path(folder) / "gradebook.db")
+        return _autograde(root, assignment, chosen, jobs, url, main_db, progress, unsafe_no_sandbox)
+
+
+def _autograde(
+    root: Path,
+    assignment: str,
+    chosen: list[str],
+    jobs: int,
+    url: str,
+    main_db: Path,
+    progress: Callable[[Graded], None] | None,
+    unsafe_no_sandbox: bool,
+) -> list[Graded]:
+    """Grade ``chosen``, ``jobs`` at a time, each from a copy of ``main_db``; merge into ``url``."""
     env, limits = _worker_env(jobs), sandbox.limits_of(root)
     results: list[Graded] = []
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
@@ -412,8 +433,9 @@ class GradeRow:
 def grade_rows(root: Path) -> list[GradeRow]:
     """Every graded (student, assignment, notebook) in the gradebook."""
     url = db_url(root)
-    if url.startswith("sqlite:///") and not _sqlite_path(url).exists():
-        raise CourseError(f"no gradebook at {_sqlite_path(url)}: autograde something first.")
+    file = gradebook.sqlite_file(url)
+    if file is not None and not file.exists():
+        raise CourseError(f"no gradebook at {file}: autograde something first.")
     rows = []
     with Gradebook(url) as gb:
         for assignment in gb.assignments:

@@ -79,7 +79,9 @@ def record(root: Path, assignment: str) -> dict:
 def _timed_run(path: Path) -> tuple[float, dict[str, float]]:
     """Seconds of a whole run of the notebook at ``path``, and of each code cell by name."""
     from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
 
+    from grader.paths import CourseError
     from grader.submission import read_notebook
 
     started: dict[int, float] = {}
@@ -104,8 +106,14 @@ def _timed_run(path: Path) -> tuple[float, dict[str, float]]:
             on_cell_executed=done,
         )
         begin = time.perf_counter()
-        # grading mode (course.mode), as nbgrader runs the reference student
-        client.execute(env={**os.environ, "NBGRADER_EXECUTION": "autograde"})
+        try:  # grading mode (course.mode), as nbgrader runs the reference student
+            client.execute(env={**os.environ, "NBGRADER_EXECUTION": "autograde"})
+        except CellExecutionError as error:
+            first = str(error).strip().splitlines()[-1][:300]
+            raise CourseError(
+                f"the reference solution of {path.parent.name} fails in grading mode ({first}): "
+                f"fix {path.relative_to(path.parents[2])} and release again"
+            ) from None
         return time.perf_counter() - begin, cells
 
 

@@ -49,3 +49,19 @@ def test_a_stale_run_is_not_used(tmp_path: Path) -> None:
     times = limits_for(root, "a_masks", cell_ceiling=120, submission_ceiling=900)
     assert (times.cell_seconds, times.submission_seconds) == (120, 900)
     assert times.basis == "the configured limits"
+
+
+def test_a_reference_that_fails_is_one_clear_message(tmp_path: Path) -> None:
+    import nbformat
+    import pytest
+
+    from grader.paths import CourseError
+
+    folder = tmp_path / "source" / "z_broken"
+    folder.mkdir(parents=True)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("1 / 0")]
+    nbformat.write(nb, str(folder / "broken.ipynb"))
+    with pytest.raises(CourseError, match="reference solution of z_broken fails.*ZeroDivision"):
+        reference_run.record(tmp_path, "z_broken")
+    assert not (tmp_path / reference_run.FILE).exists()

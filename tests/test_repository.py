@@ -66,3 +66,32 @@ def test_licence_and_data_attributions() -> None:
         if folder.is_dir() and not folder.name.startswith("__"):
             assert (folder / "SOURCE.md").is_file(), folder
             assert folder.name in readme, f"README lacks the attribution of {folder.name}"
+
+
+def test_the_readme_lists_every_graded_name_with_its_points() -> None:
+    """The repository's own account of what each assignment grades stays true."""
+    import ast
+    import json
+
+    readme = (REPO / "README.md").read_text()
+    table = readme[readme.index("### What each assignment grades") :]
+    table = table[: table.index("\n\n", table.index("| A |"))]
+    rows = {
+        line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| ")
+    }
+    for path in sorted(REPO.glob("source/*/*.ipynb")):
+        letter = path.parent.name[0].upper()
+        names, points = set(), 0
+        for cell in json.loads(path.read_text())["cells"]:
+            meta = cell["metadata"].get("nbgrader", {})
+            if meta.get("grade") and cell["cell_type"] == "code":
+                points += meta.get("points", 0)
+            if meta.get("solution") and cell["cell_type"] == "code":
+                tree = ast.parse("".join(cell["source"]))
+                names |= {
+                    n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))
+                }
+        row = rows[letter]
+        missing = [name for name in sorted(names) if f"`{name}(" not in row]
+        assert not missing, f"README's table misses {missing} of assignment {letter}"
+        assert row.rstrip(" |").endswith(f"| {points}"), f"{letter}: {points} points"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Install the Debian packages the course needs beyond Python:
 #   bubblewrap                              the sandbox of every grading kernel (always)
+#   postgresql                              the PostgreSQL gradebook's tests (always; a local
+#                                           server is started by the tests, never as a service)
 #   chromium, chromium-driver, fonts        the browser tests in tests/e2e/ (with --browser)
 # Idempotent and quiet: installs only what is missing. Playwright's own browser download
 # (`playwright install`) is never used: the tests point Playwright at /usr/bin/chromium.
@@ -10,6 +12,7 @@ set -euo pipefail
 
 packages=()
 command -v bwrap >/dev/null || packages+=(bubblewrap)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || packages+=(postgresql)
 if [ "${1:-}" = "--browser" ] && [ ! -x /usr/bin/chromium ]; then
     packages+=(chromium chromium-driver fonts-dejavu-core)
 fi

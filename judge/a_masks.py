@@ -1,4 +1,4 @@
-"""Assignment A's verdicts: the masks and the positional encoding, checked on observations."""
+"""Assignment A's verdicts on observations: the masks, the positional encoding, rotary positions."""
 
 from __future__ import annotations
 
@@ -16,6 +16,17 @@ def reference_table(max_len: int, width: int) -> torch.Tensor:
     exponent = torch.arange(0, width, 2, dtype=torch.float64) / width  # (D/2,)
     angle = position * torch.exp(-math.log(10000.0) * exponent)  # (max_len, D/2)
     return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1).float()  # (max_len, D)
+
+
+def reference_rotary(x: torch.Tensor, base: float) -> torch.Tensor:
+    """Pair (x[..., m, 2i], x[..., m, 2i+1]) turned by m * base^(-2i/d), computed in float64."""
+    x = x.to(torch.float64)
+    length, width = x.shape[-2], x.shape[-1]
+    theta = base ** (-torch.arange(0, width, 2, dtype=torch.float64) / width)  # (d/2,)
+    angle = torch.arange(length, dtype=torch.float64)[:, None] * theta  # (L, d/2)
+    cos, sin = angle.cos(), angle.sin()
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.stack([a * cos - b * sin, a * sin + b * cos], dim=-1).flatten(-2)
 
 
 def mask_visible(seed: int, got: object) -> None:
@@ -76,6 +87,26 @@ def pe_hidden(seed: int, got: object) -> None:
     check_close(dropped[kept], expected[kept], "dropout(x + PE) in training mode", atol=1e-4)
 
 
+def rotary_visible(seed: int, got: object) -> None:
+    """As the visible cell: the named mistakes, then the values for d = 4, L = 3."""
+    x = torch.tensor(probe.ROTARY_VISIBLE)
+    checks.diagnose_rotary(got, x, 10000.0)
+    check_close(got, reference_rotary(x, 10000.0).float(), "apply_rotary(x)", atol=1e-4)
+
+
+def rotary_hidden(seed: int, got: object) -> None:
+    cases = probe.rotary_cases(seed)
+    check(isinstance(got, list) and len(got) == len(cases), "not one output per case")
+    for index, ((shape, base, dtype), seen) in enumerate(zip(cases, got, strict=True)):
+        x = probe.rotary_input(seed, index, shape, dtype)
+        left = check_tensor(seen["x"], "x after apply_rotary", shape=tuple(shape), dtype=dtype)
+        check(torch.equal(left, x), "apply_rotary changed its input x in place.")
+        used = 10000.0 if base is None else base
+        checks.diagnose_rotary(seen["out"], x, used)
+        expected = reference_rotary(x, used).to(dtype)
+        check_close(seen["out"], expected, f"apply_rotary(x of shape {shape})", atol=1e-4)
+
+
 JUDGES = {
     "test_mask_visible": mask_visible,
     "test_mask_hidden": mask_hidden,
@@ -83,4 +114,6 @@ JUDGES = {
     "test_padding_hidden": padding_hidden,
     "test_pe_visible": pe_visible,
     "test_pe_hidden": pe_hidden,
+    "test_rotary_visible": rotary_visible,
+    "test_rotary_hidden": rotary_hidden,
 }

@@ -1,8 +1,10 @@
-"""Assignment C's verdicts: the four counts, checked on observations.
+"""Assignment C's verdicts: the four counts and the KV cache, checked on observations.
 
 The true counts of the small sizes come from PyTorch modules built here (as the notebook's tests
 build them), those of the sizes too large to build from the closed forms below, which are checked
-against PyTorch on every small size first. The named mistakes are the notebook's.
+against PyTorch on every small size first. The KV cache's bytes come from its key and value
+tensors built on the meta device (as the notebook's tests build them), checked against
+:func:`reference_kv_cache`. The named mistakes are the notebook's.
 """
 
 from __future__ import annotations
@@ -30,6 +32,12 @@ def reference_base(ntokens: int, d_model: int, nhead: int, d_hid: int, nlayers: 
 
 def reference_head(d_model: int, n_out: int) -> int:
     return d_model * n_out + n_out
+
+
+def reference_kv_cache(
+    nlayers: int, d_model: int, seq_len: int, batch: int, bytes_per_value: int = 2
+) -> int:
+    return 2 * nlayers * seq_len * batch * d_model * bytes_per_value
 
 
 def layer_mistakes(d_model: int, nhead: int, d_hid: int) -> dict[str, int]:
@@ -265,6 +273,66 @@ def head_hidden(seed: int, got: object) -> None:
     )
 
 
+# ---------------------------------------------------------------- the KV cache
+NHEAD = 2  # the notebook's NHEAD, whose one-head share the tests name
+KV_HARD_CODED = 37_748_736  # GPT-2 small's cache for one sequence, the visible test's number
+
+
+def _true_kv_cache(sizes: tuple[int, ...], per_value: int, nhead: int = 1) -> int:
+    """The bytes of a real (meta) cache, checked against the closed form."""
+    true = checks.cache_bytes(checks.kv_cache(*sizes, per_value, nhead=nhead))
+    check(true == reference_kv_cache(*sizes, per_value), "internal: reference KV cache")
+    return true
+
+
+def _kv_name(sizes: tuple[int, ...], per_value: int | None) -> str:
+    if per_value is None:
+        return f"kv_cache_bytes{sizes}"
+    return f"kv_cache_bytes({', '.join(map(str, sizes))}, bytes_per_value={per_value})"
+
+
+def kv_cache_visible(seed: int, got: object) -> None:
+    small, example = _listed(got, 2, "count")
+    checks.check_count(
+        small,
+        _true_kv_cache((3, 8, 5, 7), 4, nhead=NHEAD),
+        _kv_name((3, 8, 5, 7), 4),
+        {checks.HARD_CODED: KV_HARD_CODED, **checks.cache_mistakes(3, 8, 5, 7, 4, heads=[NHEAD])},
+    )
+    check(_true_kv_cache((12, 768, 1024, 1), 2, nhead=12) == KV_HARD_CODED, "internal: GPT-2")
+    checks.check_count(
+        example,
+        KV_HARD_CODED,
+        _kv_name((12, 768, 1024, 1), None),
+        checks.cache_mistakes(12, 768, 1024, 1, 2, heads=[NHEAD, 12]),
+    )
+
+
+def kv_cache_hidden(seed: int, got: object) -> None:
+    seen = _hidden(got)
+    trials = probe.kv_sizes(seed)
+    for (sizes, per_value, nhead), value in zip(
+        trials, _listed(seen["trials"], len(trials), "count"), strict=True
+    ):
+        per = 2 if per_value is None else per_value
+        checks.check_count(
+            value,
+            _true_kv_cache(sizes, per, nhead=nhead),
+            _kv_name(sizes, per_value),
+            {
+                checks.HARD_CODED: KV_HARD_CODED,
+                **checks.cache_mistakes(*sizes, per, heads=[NHEAD, nhead]),
+            },
+        )
+    huge = probe.kv_huge_sizes(seed)
+    checks.check_count(
+        seen["huge"],
+        _true_kv_cache(huge, 2),
+        f"kv_cache_bytes{huge}",
+        checks.cache_mistakes(*huge, 2, heads=[NHEAD]),
+    )
+
+
 JUDGES = {
     "test_embedding_visible": embedding_visible,
     "test_embedding_hidden": embedding_hidden,
@@ -274,4 +342,6 @@ JUDGES = {
     "test_base_hidden": base_hidden,
     "test_head_visible": head_visible,
     "test_head_hidden": head_hidden,
+    "test_kv_cache_visible": kv_cache_visible,
+    "test_kv_cache_hidden": kv_cache_hidden,
 }

@@ -1,4 +1,4 @@
-"""Assignment D's verdicts: the training pairs, the perplexity and the model, on observations.
+"""Assignment D's verdicts: the training pairs, the perplexity, the model and the head scores.
 
 The model cannot be rebuilt from the student's class, so the hidden item rebuilds what the
 hidden cell calls (the embedding's weight, the encoder stack and the decoder) from the observed
@@ -309,6 +309,115 @@ def model_hidden(seed: int, got: object) -> None:
     )
 
 
+# ---------------------------------------------------------------- what trained heads do
+def reference_previous(weights: torch.Tensor) -> torch.Tensor:
+    """Per head, the mean weight from position i to i - 1 over the rows i >= 1: (H,)."""
+    rows = torch.arange(1, weights.size(-1))
+    return weights[:, rows, rows - 1].mean(dim=1)
+
+
+def mistaken_previous(weights: torch.Tensor) -> dict[str, torch.Tensor]:
+    """What each named mistake of previous_token_score gives on ``weights`` (the hidden cell's)."""
+    length = weights.size(-1)
+    rows = torch.arange(1, length)
+    return {
+        checks.DIAGONAL: weights[:, rows, rows].mean(dim=1),
+        checks.DIAGONAL + " (Averaged here over all L rows.)": weights.diagonal(
+            dim1=1, dim2=2
+        ).mean(dim=1),
+        checks.PREVIOUS_ALL_ROWS: weights[:, rows, rows - 1].sum(dim=1) / length,
+        checks.PREVIOUS_SWAPPED: weights[:, rows - 1, rows].mean(dim=1),
+    }
+
+
+def reference_induction(weights: torch.Tensor, period: int) -> torch.Tensor:
+    """Per head, the mean weight from i to i - period + 1 over the rows i >= period: (H,)."""
+    rows = torch.arange(period, weights.size(-1))
+    return weights[:, rows, rows - period + 1].mean(dim=1)
+
+
+def mistaken_induction(weights: torch.Tensor, period: int) -> dict[str, torch.Tensor]:
+    """What each named mistake of induction_score gives on ``weights`` (the hidden cell's)."""
+    length = weights.size(-1)
+    rows = torch.arange(period, length)
+    early = torch.arange(period - 1, length)
+    return {
+        checks.INDUCTION_OFFSET: weights[:, rows, rows - period].mean(dim=1),
+        checks.INDUCTION_ALL_ROWS: weights[:, rows, rows - period + 1].sum(dim=1) / length,
+        checks.INDUCTION_FROM_PERIOD_MINUS_ONE: weights[:, early, early - period + 1].mean(dim=1),
+        checks.INDUCTION_SWAPPED: weights[:, rows - period + 1, rows].mean(dim=1),
+    }
+
+
+def _uniform_scores(got: object, expected: list[float], name: str) -> None:
+    scores = checks.diagnose_head_scores(got, 2, name)
+    check_against_reference(scores, torch.tensor(expected), name, atol=1e-6, rtol=1e-6)
+
+
+def previous_visible(seed: int, got: object) -> None:
+    """As the visible cell: the one-hot patterns, then two uniform heads on 6 positions."""
+    assert isinstance(got, dict)
+    length = probe.VISIBLE_PREVIOUS_LENGTH
+    checks.diagnose_previous_token_values(got["patterns"], length)
+    causal = sum(1 / (i + 1) for i in range(1, length)) / (length - 1)
+    name = f"previous_token_score(two uniform heads, L={length})"
+    _uniform_scores(got["uniform"], [causal, 1 / length], name)
+
+
+def previous_hidden(seed: int, got: object) -> None:
+    """As the hidden cell: random weights against the reference (mistakes named), then the
+    one-hot patterns on 11 positions."""
+    assert isinstance(got, dict)
+    cases = probe.previous_token_random(seed)
+    results = got["random"]
+    check(isinstance(results, list) and len(results) == len(cases), "not one result per case")
+    for weights, result in zip(cases, results, strict=True):
+        heads = weights.size(0)
+        name = f"previous_token_score(random weights of shape {tuple(weights.shape)})"
+        scores = checks.diagnose_head_scores(result, heads, name)
+        check_against_reference(
+            scores,
+            reference_previous(weights),
+            name,
+            mistakes=mistaken_previous(weights),
+            atol=1e-5,
+            rtol=1e-5,
+        )
+    checks.diagnose_previous_token_values(got["patterns"], probe.HIDDEN_PREVIOUS_LENGTH)
+
+
+def induction_visible(seed: int, got: object) -> None:
+    """As the visible cell: the one-hot patterns, then two uniform heads on 8 positions."""
+    assert isinstance(got, dict)
+    checks.diagnose_induction_values(got["patterns"], *probe.VISIBLE_INDUCTION)
+    length, period = probe.VISIBLE_INDUCTION_UNIFORM
+    causal = sum(1 / (i + 1) for i in range(period, length)) / (length - period)
+    name = f"induction_score(two uniform heads, L={length}, period={period})"
+    _uniform_scores(got["uniform"], [causal, 1 / length], name)
+
+
+def induction_hidden(seed: int, got: object) -> None:
+    """As the hidden cell: random weights and periods against the reference (mistakes named),
+    then the one-hot patterns on 12 positions with period 5."""
+    assert isinstance(got, dict)
+    cases = probe.induction_random(seed)
+    results = got["random"]
+    check(isinstance(results, list) and len(results) == len(cases), "not one result per case")
+    for (weights, period), result in zip(cases, results, strict=True):
+        heads = weights.size(0)
+        name = f"induction_score(random weights of shape {tuple(weights.shape)}, period={period})"
+        scores = checks.diagnose_head_scores(result, heads, name)
+        check_against_reference(
+            scores,
+            reference_induction(weights, period),
+            name,
+            mistakes=mistaken_induction(weights, period),
+            atol=1e-5,
+            rtol=1e-5,
+        )
+    checks.diagnose_induction_values(got["patterns"], *probe.HIDDEN_INDUCTION)
+
+
 JUDGES = {
     "test_batches_visible": batches_visible,
     "test_batches_hidden": batches_hidden,
@@ -316,4 +425,8 @@ JUDGES = {
     "test_perplexity_hidden": perplexity_hidden,
     "test_model_visible": model_visible,
     "test_model_hidden": model_hidden,
+    "test_previous_token_visible": previous_visible,
+    "test_previous_token_hidden": previous_hidden,
+    "test_induction_visible": induction_visible,
+    "test_induction_hidden": induction_hidden,
 }

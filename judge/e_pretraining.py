@@ -1,5 +1,5 @@
-"""Assignment E's verdicts: the last token, the classifier, freezing and BERT's corruption,
-checked on observations.
+"""Assignment E's verdicts: the last token, the classifier, freezing, BERT's corruption and the
+KV cache's attention step, checked on observations.
 
 The inputs come from :mod:`course.e_pretraining.probe` (the visible cells' examples, or drawn
 from the seed); what a classifier should output is recomputed here from the weights observed,
@@ -256,6 +256,76 @@ def mask_hidden(seed: int, got: object) -> None:
     )
 
 
+# ---------------------------------------------------------------- the KV cache
+def _attend(scores: torch.Tensor, allowed: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """Each query's softmax over the keys it may see (``allowed``), then the sum of the values."""
+    return torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1) @ values
+
+
+def stepped_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Causal attention over a sequence (B, H, L, dh), which stepping with a cache must give at
+    every position, and what the usual mistakes of attention_step give instead."""
+    length, width = q.size(2), q.size(3)
+    scores = q @ k.transpose(-2, -1)  # (B, H, L, L): query t, key j
+    t = torch.arange(length).view(length, 1)
+    j = torch.arange(length).view(1, length)
+    n_keys = torch.arange(1, length + 1, dtype=q.dtype).view(length, 1)  # t + 1 keys at step t
+    scaled = scores / math.sqrt(width)
+    return _attend(scaled, j <= t, v), {
+        "the scores are not scaled (divide q.k by sqrt(dh)).": _attend(scores, j <= t, v),
+        "the scores are divided by sqrt(T), the square root of the number of keys, instead of "
+        "sqrt(dh).": _attend(scores / n_keys.sqrt(), j <= t, v),
+        "every step attended to its own key only: the cache was not updated.": v,
+        "softmax over the wrong axis: every weight is 1.": v.cumsum(dim=2),
+        "the new key was left out: each query attended to the cache only.": _attend(
+            scaled, (j < t) | (j + t == 0), v
+        ),
+        "a causal mask hid the cached keys: each new query saw the first key only.": v[
+            :, :, :1
+        ].expand_as(v),
+    }
+
+
+def attention_step_visible(seed: int, got: object) -> None:
+    """As the visible cell: the readable step (B=2, H=3, a cache of 5, dh=8), then a sequence
+    of 6 positions fed one at a time against causal attention over the whole sequence."""
+    assert isinstance(got, dict)
+    inputs = checks.readable_step_inputs(*probe.VISIBLE_STEP, seed=0)
+    checks.diagnose_step_result(returned(got["step"], "attention_step"), *inputs)
+    q, k, v = checks.sequence_inputs(*probe.VISIBLE_SEQUENCE, seed=0)
+    out = checks.diagnose_steps(returned(got["steps"], "attention_step"), q, k, v)
+    expected, _ = stepped_attention(q, k, v)
+    check_against_reference(
+        out, expected, "attention_step, one position at a time (B=2, H=3, L=6, dh=8)"
+    )
+
+
+def attention_step_hidden(seed: int, got: object) -> None:
+    """As the hidden cell, with sizes and inputs from the seed: three readable steps (one with
+    cache=None), then two float64 sequences fed one at a time against causal attention, naming
+    the usual mistakes."""
+    assert isinstance(got, dict)
+    cases = probe.step_cases(seed)
+    for case, seen in zip(cases, one_per_case(got["steps"], cases), strict=True):
+        inputs = checks.readable_step_inputs(*case)
+        checks.diagnose_step_result(returned(seen, "attention_step"), *inputs)
+    cases = probe.sequence_cases(seed)
+    for case, seen in zip(cases, one_per_case(got["sequences"], cases), strict=True):
+        batch, heads, length, width, case_seed = case
+        q, k, v = checks.sequence_inputs(batch, heads, length, width, case_seed, torch.float64)
+        out = checks.diagnose_steps(returned(seen, "attention_step"), q, k, v)
+        expected, mistakes = stepped_attention(q, k, v)
+        check_against_reference(
+            out,
+            expected,
+            f"attention_step, one position at a time (B={batch}, H={heads}, L={length}, "
+            f"dh={width})",
+            mistakes=mistakes,
+        )
+
+
 JUDGES = {
     "test_last_token_visible": last_token_visible,
     "test_last_token_hidden": last_token_hidden,
@@ -265,4 +335,6 @@ JUDGES = {
     "test_freeze_hidden": freeze_hidden,
     "test_mask_tokens_visible": mask_visible,
     "test_mask_tokens_hidden": mask_hidden,
+    "test_attention_step_visible": attention_step_visible,
+    "test_attention_step_hidden": attention_step_hidden,
 }

@@ -11,7 +11,7 @@ import math
 import torch
 from torch import nn
 
-from course.testcells import check, check_tensor, expected_got, fail
+from course.testcells import check, check_tensor, expected_got, fail, same_values
 
 NEG_INF = float("-inf")
 
@@ -218,3 +218,129 @@ def diagnose_storage_sizes(sizes: dict[str, list[int]], max_len: int, width: int
         any(n == size for n in sizes["state"]),
         "PositionalEncoding's table should be saved in state_dict() (persistent buffer).",
     )
+
+
+# ---------------------------------------------------------------- rotary positions
+def _turned(a: torch.Tensor, b: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
+    """The two coordinates of ``(a, b)`` turned by ``angle``, side by side in the last dimension."""
+    cos, sin = angle.cos(), angle.sin()
+    return torch.stack([a * cos - b * sin, a * sin + b * cos], dim=-1).flatten(-2)
+
+
+def _rotary_mistakes(x: torch.Tensor, base: float) -> list[tuple[bool, torch.Tensor, str]]:
+    """The outputs of the usual wrong versions of apply_rotary on ``x`` (float64).
+
+    Each entry says whether that version can be told apart from the right one on inputs of this
+    shape (for instance, with d = 2 the halves are the neighbours), its output, and the message.
+    """
+    length, width = x.shape[-2], x.shape[-1]
+    position = torch.arange(length, dtype=torch.float64)
+    pair = torch.arange(width // 2, dtype=torch.float64)  # i = 0 .. d/2 - 1
+    slow = base != 1
+    theta = base ** (-2 * pair / width)  # the frequencies of the syllabus, one per pair
+    a, b = x[..., 0::2], x[..., 1::2]
+
+    half = width // 2
+    first, second = x[..., :half], x[..., half:]
+    angle = torch.outer(position, theta)
+    halves = torch.cat(
+        [first * angle.cos() - second * angle.sin(), second * angle.cos() + first * angle.sin()],
+        dim=-1,
+    )
+
+    per_dim = torch.outer(position, base ** (-torch.arange(width, dtype=torch.float64) / width))
+    partner = torch.stack([-b, a], dim=-1).flatten(-2)
+    per_dimension = x * per_dim.cos() + partner * per_dim.sin()
+
+    no_two = _turned(a, b, torch.outer(position, base ** (-pair / width)))
+    wrong_way = _turned(a, b, -angle)
+    from_one = _turned(a, b, torch.outer(position + 1, theta))
+    return [
+        (
+            length >= 2 and width >= 4,
+            halves,
+            "apply_rotary pairs dimension i with dimension i + d/2 (the 'rotate_half' "
+            "convention of GPT-NeoX and of Hugging Face's LLaMA). This exercise pairs "
+            "NEIGHBOURS: (x[..., 2i], x[..., 2i+1]) is the pair turned by m * base^(-2i/d). "
+            "Take a = x[..., 0::2] and b = x[..., 1::2], not the two halves of x.",
+        ),
+        (
+            length >= 2 and slow,
+            per_dimension,
+            "apply_rotary gives every dimension j its own angle m * base^(-j/d), so the two "
+            "dimensions of a pair are not turned as one. The angle belongs to the PAIR i: both "
+            "x[..., 2i] and x[..., 2i+1] use m * base^(-2i/d) (exponent 2i/d, with i the pair's "
+            "index, not the dimension's).",
+        ),
+        (
+            length >= 2 and width >= 4 and slow,
+            no_two,
+            "apply_rotary uses the frequencies base^(-i/d): the factor 2 of the exponent 2i/d "
+            "is missing, so the frequencies decay too slowly. Pair i (dimensions 2i and 2i+1) "
+            "turns by m * base^(-2i/d).",
+        ),
+        (
+            length >= 2,
+            wrong_way,
+            "apply_rotary turns the pairs the wrong way (by -t instead of t): the signs of the "
+            "sines are flipped. The turn by t maps (a, b) to "
+            "(a cos t - b sin t, a sin t + b cos t).",
+        ),
+        (
+            True,
+            from_one,
+            "apply_rotary counts the positions from 1: the first token is turned too. Positions "
+            "count from 0 (m = 0 .. L-1), so the first token is left as it is.",
+        ),
+    ]
+
+
+def diagnose_rotary(rotated: object, x: torch.Tensor, base: float) -> torch.Tensor:
+    """Check the output of ``apply_rotary(x, base)`` for the usual mistakes; return it.
+
+    It reads properties of the output (shape, dtype, finite values, the length of each pair
+    kept, position 0 unchanged, pair 0 turned by +1 radian at position 1) and names a wrong
+    version when the output is that version's. The test cell then compares the values.
+    """
+    name = f"apply_rotary(x of shape {tuple(x.shape)})"
+    rotated = check_tensor(rotated, name, shape=tuple(x.shape))
+    check(
+        rotated.dtype == x.dtype,
+        expected_got(
+            f"{name} has the wrong dtype: the output must keep the dtype of x.",
+            x.dtype,
+            rotated.dtype,
+            "compute the angles in float64 if you like, then .to(x.dtype) the cos and sin.",
+        ),
+    )
+    check(bool(torch.isfinite(rotated).all()), f"{name} contains NaN or inf values.")
+    got = rotated.detach().to(torch.float64)
+    source = x.detach().to(torch.float64)
+    for telling, output, message in _rotary_mistakes(source, base):
+        if telling and same_values(got, output, atol=1e-4, rtol=1e-5):
+            fail(message)
+
+    lengths_in = source[..., 0::2] ** 2 + source[..., 1::2] ** 2
+    lengths_out = got[..., 0::2] ** 2 + got[..., 1::2] ** 2
+    if not same_values(lengths_out, lengths_in, atol=1e-3, rtol=1e-4):
+        fail(
+            f"{name} changes the length of some pairs (x[..., m, 2i], x[..., m, 2i+1]). A turn "
+            "keeps lengths: each neighbouring pair is turned in its own plane, by cos and sin of "
+            "one angle, and nothing is scaled or mixed with another pair."
+        )
+    if x.shape[-2] and not same_values(got[..., 0, :], source[..., 0, :], atol=1e-4, rtol=1e-5):
+        fail(
+            f"{name} changes the first position. At m = 0 every angle m * base^(-2i/d) is 0, "
+            "so the first token must come out as it went in."
+        )
+    if x.shape[-2] >= 2:
+        a, b = source[..., 1, 0], source[..., 1, 1]
+        one = torch.tensor(1.0, dtype=torch.float64)
+        first_pair = torch.stack([a * one.cos() - b * one.sin(), a * one.sin() + b * one.cos()], -1)
+        if not same_values(got[..., 1, 0:2], first_pair, atol=1e-4, rtol=1e-5):
+            fail(
+                f"{name}: pair 0 (dimensions 0 and 1) at position 1 is not turned by +1 radian. "
+                "Its frequency is base^(-0/d) = 1, so at position m it turns by m radians: "
+                "(a, b) -> (a cos 1 - b sin 1, a sin 1 + b cos 1) at m = 1."
+            )
+    return rotated

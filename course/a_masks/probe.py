@@ -47,6 +47,32 @@ def encoding_input(seed: int, width: int, length: int) -> torch.Tensor:
     return torch.randn(3, length, width, generator=gen)
 
 
+ROTARY_VISIBLE = [[1.0, 2.0, 3.0, 4.0]] * 3  # the same vector at positions 0, 1, 2
+
+
+def rotary_cases(seed: int) -> list[tuple[list[int], float | None, torch.dtype]]:
+    """(shape, base, dtype) of the hidden calls.
+
+    d = 2, L = 1, batch and head dimensions, another base, the default base (None: not passed),
+    float64: what the hidden test cell tries.
+    """
+    gen = torch.Generator().manual_seed(seed + 3)
+    long = torch.randint(8, 41, (2,), generator=gen).tolist()
+    return [
+        ([int(torch.randint(2, 9, (1,), generator=gen)), 2], 10000.0, torch.float32),
+        ([1, 2 * int(torch.randint(2, 9, (1,), generator=gen))], None, torch.float32),
+        ([2, 3, 7, 6], 10000.0, torch.float32),
+        ([4, long[0], 6], 100.0, torch.float32),
+        ([2, long[1], 32], None, torch.float64),
+    ]
+
+
+def rotary_input(seed: int, index: int, shape: list[int], dtype: torch.dtype) -> torch.Tensor:
+    """The input of hidden call number ``index``."""
+    gen = torch.Generator().manual_seed(seed + 100 + index)
+    return torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
+
+
 # ---------------------------------------------------------------- items, by test cell
 def mask_visible(ns: dict, seed: int) -> object:
     return student(ns, "generate_square_subsequent_mask")(3)
@@ -97,6 +123,20 @@ def pe_hidden(ns: dict, seed: int) -> object:
     return {"cases": cases, "default": default, "moved": moved_out, "dropped": dropped}
 
 
+def rotary_visible(ns: dict, seed: int) -> object:
+    return student(ns, "apply_rotary")(torch.tensor(ROTARY_VISIBLE))
+
+
+def rotary_hidden(ns: dict, seed: int) -> object:
+    rotary = student(ns, "apply_rotary")
+    seen = []
+    for index, (shape, base, dtype) in enumerate(rotary_cases(seed)):
+        x = rotary_input(seed, index, shape, dtype)
+        out = rotary(x) if base is None else rotary(x, base=base)
+        seen.append({"out": out, "x": x})  # x as the call left it (changed in place?)
+    return seen
+
+
 ITEMS = {
     "test_mask_visible": mask_visible,
     "test_mask_hidden": mask_hidden,
@@ -104,4 +144,6 @@ ITEMS = {
     "test_padding_hidden": padding_hidden,
     "test_pe_visible": pe_visible,
     "test_pe_hidden": pe_hidden,
+    "test_rotary_visible": rotary_visible,
+    "test_rotary_hidden": rotary_hidden,
 }

@@ -2,7 +2,9 @@
 
 The true count always comes from PyTorch itself: a module is built and its parameters are
 summed. The mistakes are read from the same module (its biases, its LayerNorms, its attention),
-so nothing here computes the closed forms the students write.
+so nothing here computes the closed forms the students write. The KV cache is counted the same
+way: its key and value tensors are built on PyTorch's ``meta`` device (a shape, a dtype and a
+size in bytes, no memory) and their ``nbytes`` summed; each mistake is read from such tensors.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import signal
 import time
 from collections.abc import Callable, Mapping
 
+import torch
 from torch import nn
 
 from course.testcells import check, expected_got, fail
@@ -73,6 +76,41 @@ HARD_CODED = (
 ONE_LAYER = "only one encoder layer was counted: the stack has nlayers copies of it."
 NO_EMBEDDING = "the embedding is missing: the base is embedding + positional encoding + stack."
 EMBEDDING_BIAS = "an nn.Embedding is a lookup table (ntokens x d_model): it has no bias."
+
+# The mistakes of the KV cache (exercise 5).
+KV_KEYS_ONLY = (
+    "only the keys were counted: every layer caches the keys AND the values of each position "
+    "(two tensors of the same size, a factor 2)."
+)
+KV_QUERIES = (
+    "the queries were cached too (a factor 3 instead of 2): a position's query is used only at "
+    "its own step, so the cache keeps the keys and the values, not the queries."
+)
+KV_NUMBERS = (
+    "this counts numbers, not bytes: each number takes bytes_per_value bytes (2 in float16, "
+    "4 in float32), so multiply by bytes_per_value."
+)
+KV_ONE_LAYER = (
+    "only one layer's cache was counted: each of the nlayers attention layers keeps its own "
+    "keys and values."
+)
+KV_NO_BATCH = (
+    "the batch is missing: each of the batch sequences keeps its own keys and values, so the "
+    "cache grows with the batch."
+)
+KV_BATCH_TWICE = (
+    "the batch was counted twice (batch x batch sequences): each sequence keeps one set of keys "
+    "and values, so the batch enters the count once."
+)
+KV_ONE_POSITION = (
+    "only one position was counted: the cache keeps the keys and values of all seq_len "
+    "positions, so it grows with the length of the sequence."
+)
+KV_ONE_HEAD = (
+    "this is one head's share of the cache (d_model / nhead numbers per position): the nhead "
+    "heads side by side hold d_model numbers per position for the keys and as many for the "
+    "values, so d_model already counts every head."
+)
 
 
 # ---------------------------------------------------------------- counting with PyTorch
@@ -199,6 +237,80 @@ def diagnose_head_counts(values: Mapping[int, int], d_model: int, name: str) -> 
         fail(f"{name}: {HEADS_CHANGE} Your counts for d_model={d_model}: {shown}.")
 
 
+# ---------------------------------------------------------------- the KV cache
+# The dtype of a cached number, by its size in bytes: an 8-bit cache, float16, float32, float64.
+CACHE_DTYPES = {1: torch.int8, 2: torch.float16, 4: torch.float32, 8: torch.float64}
+
+
+def kv_cache(
+    nlayers: int,
+    d_model: int,
+    seq_len: int,
+    batch: int,
+    bytes_per_value: int = 2,
+    *,
+    nhead: int = 1,
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The keys and values that ``nlayers`` attention layers cache, on the ``meta`` device.
+
+    One ``(keys, values)`` pair per layer, each of shape ``(batch, nhead, seq_len, d_model //
+    nhead)`` and of the dtype whose numbers take ``bytes_per_value`` bytes: tensors with a size
+    in bytes (``nbytes``) and no memory, so any size can be built.
+    """
+    if bytes_per_value not in CACHE_DTYPES:
+        raise ValueError(f"bytes_per_value must be one of {sorted(CACHE_DTYPES)}")
+    if d_model % nhead:
+        raise ValueError("nhead must divide d_model")
+    shape = (batch, nhead, seq_len, d_model // nhead)
+    dtype = CACHE_DTYPES[bytes_per_value]
+    return [
+        (
+            torch.empty(shape, dtype=dtype, device="meta"),
+            torch.empty(shape, dtype=dtype, device="meta"),
+        )
+        for _ in range(nlayers)
+    ]
+
+
+def cache_bytes(cache: list[tuple[torch.Tensor, torch.Tensor]]) -> int:
+    """The bytes the cache's tensors take: the sum of their ``nbytes``."""
+    return sum(keys.nbytes + values.nbytes for keys, values in cache)
+
+
+def cache_mistakes(
+    nlayers: int,
+    d_model: int,
+    seq_len: int,
+    batch: int,
+    bytes_per_value: int = 2,
+    heads: list[int] | tuple[int, ...] = (),
+) -> dict[str, int]:
+    """What each known mistake gives for the KV cache, read from real (meta) cache tensors.
+
+    ``heads``: the numbers of heads whose one-head share is named (those a student could have
+    used, such as the notebook's NHEAD); one that does not divide d_model is skipped.
+    """
+    sizes = (nlayers, d_model, seq_len, batch, bytes_per_value)
+    cache = kv_cache(*sizes)
+    total = cache_bytes(cache)
+    keys = sum(k.nbytes for k, _ in cache)
+    mistakes = {
+        KV_KEYS_ONLY: keys,
+        KV_QUERIES: total + keys,  # a query tensor per layer, of the keys' shape
+        KV_NUMBERS: sum(k.numel() + v.numel() for k, v in cache),
+        KV_ONE_LAYER: cache_bytes(cache[:1]),
+        KV_NO_BATCH: cache_bytes(kv_cache(nlayers, d_model, seq_len, 1, bytes_per_value)),
+        KV_BATCH_TWICE: batch * total,  # batch x batch sequences (too many numbers to build)
+        KV_ONE_POSITION: cache_bytes(kv_cache(nlayers, d_model, 1, batch, bytes_per_value)),
+    }
+    for nhead in heads:
+        if nhead > 1 and d_model % nhead == 0:
+            per_head = kv_cache(*sizes, nhead=nhead)
+            share = sum(k[:, :1].nbytes + v[:, :1].nbytes for k, v in per_head)
+            mistakes[f"{KV_ONE_HEAD} (Here nhead = {nhead}.)"] = share
+    return mistakes
+
+
 # ---------------------------------------------------------------- closed forms only
 class _TooSlow(Exception):
     pass
@@ -209,12 +321,17 @@ def _alarm(signum: int, frame: object) -> None:
 
 
 def call_quickly(
-    count: Callable[..., object], args: tuple[int, ...], name: str, seconds: float = 2.0
+    count: Callable[..., object],
+    args: tuple[int, ...],
+    name: str,
+    seconds: float = 2.0,
+    built: str = "the modules and count their parameters",
 ) -> object:
     """Call ``count(*args)`` for sizes far too large to build; fail if it builds or loops.
 
     A closed form returns at once. Building the modules fails (the memory does not exist) and
-    a loop over the sizes does not end in ``seconds``: both are named.
+    a loop over the sizes does not end in ``seconds``: both are named. ``built`` says what a
+    count that builds would have built ("did it build {built}?").
     """
     closed_form = (
         f"{name} must be a closed form (a formula in the sizes): it should return at once for "
@@ -234,8 +351,8 @@ def call_quickly(
     except (RuntimeError, MemoryError, OverflowError) as error:
         first = str(error).strip().splitlines()[0][:120] if str(error).strip() else ""
         fail(
-            f"{closed_form} It raised {type(error).__name__} ({first}): did it build the "
-            "modules and count their parameters? Count with the formula instead."
+            f"{closed_form} It raised {type(error).__name__} ({first}): did it build {built}? "
+            "Count with the formula instead."
         )
     finally:
         if timer is not None:

@@ -1,6 +1,6 @@
 """What the trusted judge needs from assignment C's code (see :mod:`course.verify`).
 
-One item per test cell of the notebook: the counts the student's four functions return. The
+One item per test cell of the notebook: the counts the student's five functions return. The
 sizes of the hidden items are drawn from the grader's secret seed by the functions below, which
 the judge calls too; the judge counts the real PyTorch modules itself. The sizes "far too large
 to build" are drawn near those of the notebook's hidden tests (products of small integers and
@@ -22,6 +22,9 @@ VISIBLE_EMBEDDING = [(11, 3), (50001, 200)]
 VISIBLE_LAYER = [(8, 2, 32), (200, 2, 200)]
 VISIBLE_BASE = [(13, 8, 2, 32, 3), (50001, 200, 2, 200, 4)]
 VISIBLE_HEAD = [(200, 2), (200, 50001), (7, 5)]
+# kv_cache_bytes: a small cache in float32 (bytes_per_value=4 given by name), then GPT-2 small's
+# full context for one sequence with the default (float16).
+VISIBLE_KV = [((3, 8, 5, 7), 4), ((12, 768, 1024, 1), None)]
 
 
 def _generator(seed: int, offset: int) -> torch.Generator:
@@ -111,6 +114,39 @@ def huge_sizes(seed: int) -> dict[str, tuple[int, ...]]:
     }
 
 
+def kv_sizes(seed: int) -> list[tuple[tuple[int, int, int, int], int | None, int]]:
+    """((nlayers, d_model, seq_len, batch), bytes_per_value, nhead) of kv_cache_bytes's trials.
+
+    1 to 48 layers, 1 to 16 heads (d_model an even multiple of nhead, up to 2,048), up to 2,048
+    positions and 16 sequences; bytes_per_value is None (the default, float16, not passed) in
+    every other trial, else 1, 4 or 8, passed by name as the notebook does.
+    """
+    gen = _generator(seed, 7)
+    trials = []
+    for trial in range(8):
+        nhead = (1, 2, 4, 8, 12, 16)[_int(gen, 0, 6)]
+        d_model = nhead * 2 * _int(gen, 1, 65)
+        sizes = (_int(gen, 1, 49), d_model, _int(gen, 1, 2049), _int(gen, 1, 17))
+        per_value = None if trial % 2 == 1 else (1, 4, 8)[_int(gen, 0, 3)]
+        trials.append((sizes, per_value, nhead))
+    return trials
+
+
+def kv_huge_sizes(seed: int) -> tuple[int, int, int, int]:
+    """(nlayers, d_model, seq_len, batch) of a cache no memory holds, at most the notebook's
+    (100, 10**5, 10**6, 10**4)."""
+    gen = _generator(seed, 8)
+    return (
+        _int(gen, 10, 101),
+        _int(gen, 1, 11) * 10**4,
+        _int(gen, 1, 11) * 10**5,
+        _int(gen, 1, 11) * 10**3,
+    )
+
+
+KV_BUILT = "the cache's tensors and sum their bytes"
+
+
 def count_of(value: object) -> object:
     """A returned count as the judge can load it: an integer (numpy and torch integers
     included, as the checks accept them) as ``int``; anything else as it came (a bool, a float,
@@ -185,6 +221,24 @@ def head_hidden(ns: dict, seed: int) -> object:
     return _hidden(ns, "count_head", head_sizes(seed), huge_sizes(seed)["head"])
 
 
+def _kv_call(count: Callable[..., object], sizes: tuple[int, ...], per_value: int | None) -> object:
+    if per_value is None:
+        return count_of(count(*sizes))
+    return count_of(count(*sizes, bytes_per_value=per_value))
+
+
+def kv_cache_visible(ns: dict, seed: int) -> object:
+    count = student(ns, "kv_cache_bytes")
+    return [_kv_call(count, sizes, per_value) for sizes, per_value in VISIBLE_KV]
+
+
+def kv_cache_hidden(ns: dict, seed: int) -> object:
+    count = student(ns, "kv_cache_bytes")
+    trials = [_kv_call(count, sizes, per_value) for sizes, per_value, _ in kv_sizes(seed)]
+    huge = call_quickly(count, kv_huge_sizes(seed), "kv_cache_bytes", built=KV_BUILT)
+    return {"trials": trials, "huge": count_of(huge)}
+
+
 ITEMS = {
     "test_embedding_visible": embedding_visible,
     "test_embedding_hidden": embedding_hidden,
@@ -194,4 +248,6 @@ ITEMS = {
     "test_base_hidden": base_hidden,
     "test_head_visible": head_visible,
     "test_head_hidden": head_hidden,
+    "test_kv_cache_visible": kv_cache_visible,
+    "test_kv_cache_hidden": kv_cache_hidden,
 }

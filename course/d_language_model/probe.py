@@ -5,6 +5,8 @@ grader's secret seed by the functions below, which the judge calls too. The mode
 the student's ``TransformerModel`` with torch seeded, and return its weights (``state_dict``),
 its logits on inputs from the seed, and what the visible checks read (logits for inputs whose
 later tokens differ, the input that ``pos_encoder`` received, ...). Nothing is trained here.
+The items of the head scores call the student's two functions on one-hot patterns (built by
+the checks) and on random attention weights drawn from the seed.
 """
 
 from __future__ import annotations
@@ -14,12 +16,21 @@ import math
 import torch
 from torch import nn
 
-from course.d_language_model.checks import causality_inputs, run_model
+from course.d_language_model.checks import (
+    causality_inputs,
+    induction_cases,
+    previous_token_cases,
+    run_model,
+)
 from course.verify import student
 
 VISIBLE_BATCHES = [(10, 3), (100, 7)]  # (n_tokens, seq_len) of the visible cell
 VISIBLE_NLLS = [0.0, math.log(5000)]  # a perfect model, a uniform guess over 5000 words
 VISIBLE_MODEL = {"ntokens": 30, "d_model": 16, "nhead": 2, "d_hid": 32, "nlayers": 2}
+# The one-hot patterns of the visible and hidden cells of the head scores: length (and period).
+VISIBLE_PREVIOUS_LENGTH, HIDDEN_PREVIOUS_LENGTH = 6, 11
+VISIBLE_INDUCTION, HIDDEN_INDUCTION = (8, 4), (12, 5)
+VISIBLE_INDUCTION_UNIFORM = (8, 3)  # length, period of the visible cell's uniform heads
 # The weights the hidden cell reads (not the position table, which the judge computes itself).
 WEIGHTS = ("embedding.", "transformer_encoder.", "decoder.")
 
@@ -66,6 +77,47 @@ def model_cases(seed: int) -> list[dict]:
                 "encoder_input": torch.randn(batch, length, d_model, generator=gen),
             }
         )
+    return cases
+
+
+def uniform_heads(length: int) -> torch.Tensor:
+    """The visible cells' two heads (2, L, L): uniform over the positions <= i (causal), and
+    uniform over all L positions."""
+    causal = torch.tril(torch.ones(length, length)) / torch.arange(1, length + 1).unsqueeze(1)
+    return torch.stack([causal, torch.full((length, length), 1 / length)])
+
+
+def _random_weights(gen: torch.Generator, heads: int, length: int, causal: bool) -> torch.Tensor:
+    """Attention weights (H, L, L): the softmax of random scores, causal or not."""
+    scores = 3 * torch.randn(heads, length, length, generator=gen)
+    if causal:
+        scores = scores + future_mask(length)
+    return torch.softmax(scores, dim=-1)
+
+
+def previous_token_random(seed: int) -> list[torch.Tensor]:
+    """The hidden cell's random weights: 2 to 6 heads, 2 to 20 positions, causal or not."""
+    gen = torch.Generator().manual_seed(seed + 3)
+    cases = []
+    for trial in range(6):
+        heads = int(torch.randint(2, 7, (1,), generator=gen))
+        length = int(torch.randint(2, 21, (1,), generator=gen))
+        cases.append(_random_weights(gen, heads, length, causal=trial % 2 == 0))
+    return cases
+
+
+def induction_random(seed: int) -> list[tuple[torch.Tensor, int]]:
+    """The hidden cell's (weights, period): periods 2 to 8, lengths period + 1 to 3 * period
+    (the first exactly two copies), causal or not."""
+    gen = torch.Generator().manual_seed(seed + 4)
+    cases = []
+    for trial in range(6):
+        heads = int(torch.randint(2, 7, (1,), generator=gen))
+        period = int(torch.randint(2, 9, (1,), generator=gen))
+        length = period + int(torch.randint(1, 2 * period + 1, (1,), generator=gen))
+        if trial == 0:
+            length = 2 * period
+        cases.append((_random_weights(gen, heads, length, causal=trial % 2 == 0), period))
     return cases
 
 
@@ -191,6 +243,42 @@ def model_hidden(ns: dict, seed: int) -> object:
     return {"models": observed, "train_mode": dropped}
 
 
+def previous_visible(ns: dict, seed: int) -> object:
+    score = student(ns, "previous_token_score")
+    cases = previous_token_cases(VISIBLE_PREVIOUS_LENGTH)
+    return {
+        "patterns": [score(weights.clone()) for weights in cases],
+        "uniform": score(uniform_heads(VISIBLE_PREVIOUS_LENGTH)),
+    }
+
+
+def previous_hidden(ns: dict, seed: int) -> object:
+    score = student(ns, "previous_token_score")
+    return {
+        "random": [score(weights.clone()) for weights in previous_token_random(seed)],
+        "patterns": [score(w.clone()) for w in previous_token_cases(HIDDEN_PREVIOUS_LENGTH)],
+    }
+
+
+def induction_visible(ns: dict, seed: int) -> object:
+    score = student(ns, "induction_score")
+    length, period = VISIBLE_INDUCTION
+    uniform_length, uniform_period = VISIBLE_INDUCTION_UNIFORM
+    return {
+        "patterns": [score(w.clone(), period) for w in induction_cases(length, period)],
+        "uniform": score(uniform_heads(uniform_length), uniform_period),
+    }
+
+
+def induction_hidden(ns: dict, seed: int) -> object:
+    score = student(ns, "induction_score")
+    length, period = HIDDEN_INDUCTION
+    return {
+        "random": [score(weights.clone(), p) for weights, p in induction_random(seed)],
+        "patterns": [score(w.clone(), period) for w in induction_cases(length, period)],
+    }
+
+
 ITEMS = {
     "test_batches_visible": batches_visible,
     "test_batches_hidden": batches_hidden,
@@ -198,4 +286,8 @@ ITEMS = {
     "test_perplexity_hidden": perplexity_hidden,
     "test_model_visible": model_visible,
     "test_model_hidden": model_hidden,
+    "test_previous_token_visible": previous_visible,
+    "test_previous_token_hidden": previous_hidden,
+    "test_induction_visible": induction_visible,
+    "test_induction_hidden": induction_hidden,
 }

@@ -4,7 +4,9 @@ One item per test cell of the notebook. The visible items replay the visible cel
 the hidden items draw their inputs (sizes, lengths, token ids, hidden states, seeds) from the
 grader's secret seed with the functions below, which the judge calls too. The models are built
 from the notebook's given code (``TransformerLM`` of the read-only cell ``given_lm``) and the
-student's classes; the judge recomputes what they should give from the weights observed.
+student's classes; the judge recomputes what they should give from the weights observed. The KV
+cache's inputs come from ``checks.readable_step_inputs`` and ``checks.sequence_inputs``, with
+sizes and seeds drawn here.
 
 Every call of the student's code is wrapped by :func:`_call`: an error is kept as
 ``{"error": ...}`` where the value would be, so that the judge fails the item at the check where
@@ -26,6 +28,8 @@ PAD = 0
 MASK_SHAPE = (128, 512)  # the hidden corruption checks: twice the visible cell's 32,768 positions
 MASK_CASE_SHAPE = (400, 256)
 MASK_LINE = 40_000
+VISIBLE_STEP = (2, 3, 5, 8)  # the visible cell's readable step: batch, heads, cached, width
+VISIBLE_SEQUENCE = (2, 3, 6, 8)  # and its sequence: batch, heads, length, width (seed 0)
 
 
 def _call(function: Callable, *args: object, **kwargs: object) -> object:
@@ -138,6 +142,33 @@ def mask_line_case(seed: int) -> tuple[int, torch.Tensor, int]:
     gen = torch.Generator().manual_seed(seed + 5)
     vocab = _int(gen, 50, 200)
     return vocab, torch.randint(4, vocab, (MASK_LINE,), generator=gen), _int(gen, 0, 2**31 - 1)
+
+
+def step_cases(seed: int) -> list[tuple[int, int, int, int, int]]:
+    """(batch, heads, cached, width, seed) of three readable steps (checks.readable_step_inputs):
+    a cache of 1 to 9 positions, an empty cache (None), a cache of 1 to 19; width >= cached + 2."""
+    gen = torch.Generator().manual_seed(seed + 6)
+    cases = []
+    for low, high in [(1, 10), (0, 1), (1, 20)]:
+        cached = _int(gen, low, high)
+        width = cached + 2 + _int(gen, 0, 6)
+        cases.append((_int(gen, 1, 4), _int(gen, 1, 5), cached, width, _int(gen, 0, 2**31 - 1)))
+    return cases
+
+
+def sequence_cases(seed: int) -> list[tuple[int, int, int, int, int]]:
+    """(batch, heads, length, width, seed) of two float64 sequences fed one position at a time."""
+    gen = torch.Generator().manual_seed(seed + 7)
+    return [
+        (
+            _int(gen, 1, 4),
+            _int(gen, 1, 5),
+            _int(gen, 2, 17),
+            _int(gen, 2, 17),
+            _int(gen, 0, 2**31 - 1),
+        )
+        for _ in range(2)
+    ]
 
 
 # ---------------------------------------------------------------- what the classifier does
@@ -290,6 +321,27 @@ def mask_hidden(ns: dict, seed: int) -> object:
     return observed
 
 
+def attention_step_visible(ns: dict, seed: int) -> object:
+    step = student(ns, "attention_step")
+    q, k, v = checks.sequence_inputs(*VISIBLE_SEQUENCE, seed=0)
+    return {
+        "step": _call(step, *checks.readable_step_inputs(*VISIBLE_STEP, seed=0)),
+        "steps": _call(checks.step_through, step, q, k, v),
+    }
+
+
+def attention_step_hidden(ns: dict, seed: int) -> object:
+    step = student(ns, "attention_step")
+    sequences = []
+    for batch, heads, length, width, case_seed in sequence_cases(seed):
+        q, k, v = checks.sequence_inputs(batch, heads, length, width, case_seed, torch.float64)
+        sequences.append(_call(checks.step_through, step, q, k, v))
+    return {
+        "steps": [_call(step, *checks.readable_step_inputs(*case)) for case in step_cases(seed)],
+        "sequences": sequences,
+    }
+
+
 ITEMS = {
     "test_last_token_visible": last_token_visible,
     "test_last_token_hidden": last_token_hidden,
@@ -299,4 +351,6 @@ ITEMS = {
     "test_freeze_hidden": freeze_hidden,
     "test_mask_tokens_visible": mask_visible,
     "test_mask_tokens_hidden": mask_hidden,
+    "test_attention_step_visible": attention_step_visible,
+    "test_attention_step_hidden": attention_step_hidden,
 }

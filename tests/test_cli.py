@@ -44,7 +44,16 @@ def test_check_passes_the_reference_and_fails_a_mistake(graded_class: Path) -> N
     good = graded_class / "submitted/reference/a_masks/masks_and_positions.ipynb"
     done = course("check", str(good))
     assert done.returncode == 0, done.stdout
-    assert "Visible tests: 4/4 points, 0 failed" in done.stdout
+    source = read_notebook(REPO / "source/a_masks/masks_and_positions.ipynb")
+    visible = [
+        c.metadata["nbgrader"]["points"]
+        for c in source.cells
+        if c.metadata.get("nbgrader", {}).get("grade")
+        and c.cell_type == "code"
+        and "BEGIN HIDDEN TESTS" not in c.source
+    ]
+    total = f"{sum(visible):g}"
+    assert f"Visible tests: {total}/{total} points, 0 failed" in done.stdout, done.stdout
 
     bad = graded_class / "submitted/mask_transposed/a_masks/masks_and_positions.ipynb"
     done = course("check", str(bad))

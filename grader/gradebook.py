@@ -33,18 +33,16 @@ def snapshot(url: str, assignment: str, path: Path) -> Path:
         dst.update_or_create_assignment(assignment, duedate=original.duedate)
         for notebook in original.notebooks:
             dst.update_or_create_notebook(notebook.name, assignment)
-            for cell in notebook.grade_cells:
-                dst.update_or_create_grade_cell(
-                    cell.name, notebook.name, assignment,
-                    max_score=cell.max_score, cell_type=cell.cell_type,
-                )  # fmt: skip
+            graded = [(notebook.grade_cells, dst.update_or_create_grade_cell)]
+            graded += [(notebook.task_cells, dst.update_or_create_task_cell)]
+            for cells, create in graded:
+                for cell in cells:
+                    create(
+                        cell.name, notebook.name, assignment,
+                        max_score=cell.max_score, cell_type=cell.cell_type,
+                    )  # fmt: skip
             for cell in notebook.solution_cells:
                 dst.update_or_create_solution_cell(cell.name, notebook.name, assignment)
-            for cell in notebook.task_cells:
-                dst.update_or_create_task_cell(
-                    cell.name, notebook.name, assignment,
-                    max_score=cell.max_score, cell_type=cell.cell_type,
-                )  # fmt: skip
             for cell in notebook.source_cells:
                 dst.update_or_create_source_cell(
                     cell.name, notebook.name, assignment,

@@ -9,6 +9,8 @@ tensors built on the meta device (as the notebook's tests build them), checked a
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
@@ -182,19 +184,39 @@ def layer_visible(seed: int, got: object) -> None:
 
 
 def layer_hidden(seed: int, got: object) -> None:
-    seen = _hidden(got, heads=True)
-    sizes = probe.layer_sizes(seed)
-    for args, value in zip(sizes, _listed(seen["trials"], len(sizes), "count"), strict=True):
-        true = checks.parameter_count(checks.encoder_layer(*args))
-        check(true == reference_layer(*args), "internal: reference layer")
-        checks.check_count(value, true, f"count_encoder_layer{args}", layer_mistakes(*args))
     d_model, d_hid = probe.layer_heads_sizes(seed)
-    name = f"count_encoder_layer({d_model}, nhead, {d_hid})"
-    _independent_of_heads(seen["heads"], d_model, name)
-    huge = probe.huge_sizes(seed)["layer"]
-    checks.check_count(
-        seen["huge"], reference_layer(*huge), f"count_encoder_layer{huge}", layer_mistakes(*huge)
+    _hidden_counts(
+        got,
+        "count_encoder_layer",
+        probe.layer_sizes(seed),
+        lambda *args: checks.parameter_count(checks.encoder_layer(*args)),
+        reference_layer,
+        layer_mistakes,
+        (d_model, f"count_encoder_layer({d_model}, nhead, {d_hid})"),
+        probe.huge_sizes(seed)["layer"],
     )
+
+
+def _hidden_counts(
+    got: object,
+    function: str,
+    sizes: list[tuple],
+    real: Callable[..., int],
+    reference: Callable[..., int],
+    mistakes: Callable[..., dict],
+    heads: tuple[int, str],
+    huge: tuple,
+) -> None:
+    """The three parts of a hidden count cell: random sizes against the module PyTorch builds
+    (the reference checked against it too), the same count for every nhead, a huge size."""
+    seen = _hidden(got, heads=True)
+    for args, value in zip(sizes, _listed(seen["trials"], len(sizes), "count"), strict=True):
+        true = real(*args)
+        check(true == reference(*args), f"internal: reference {function}")
+        checks.check_count(value, true, f"{function}{args}", mistakes(*args))
+    d_model, name = heads
+    _independent_of_heads(seen["heads"], d_model, name)
+    checks.check_count(seen["huge"], reference(*huge), f"{function}{huge}", mistakes(*huge))
 
 
 # ---------------------------------------------------------------- the base
@@ -223,18 +245,16 @@ def base_visible(seed: int, got: object) -> None:
 
 
 def base_hidden(seed: int, got: object) -> None:
-    seen = _hidden(got, heads=True)
-    sizes = probe.base_sizes(seed)
-    for args, value in zip(sizes, _listed(seen["trials"], len(sizes), "count"), strict=True):
-        true = checks.parameter_count(real_base(*args))
-        check(true == reference_base(*args), "internal: reference base")
-        checks.check_count(value, true, f"count_base{args}", base_mistakes(*args))
     ntokens, d_model, d_hid, nlayers = probe.base_heads_sizes(seed)
-    name = f"count_base({ntokens}, {d_model}, nhead, {d_hid}, {nlayers})"
-    _independent_of_heads(seen["heads"], d_model, name)
-    huge = probe.huge_sizes(seed)["base"]
-    checks.check_count(
-        seen["huge"], reference_base(*huge), f"count_base{huge}", base_mistakes(*huge)
+    _hidden_counts(
+        got,
+        "count_base",
+        probe.base_sizes(seed),
+        lambda *args: checks.parameter_count(real_base(*args)),
+        reference_base,
+        base_mistakes,
+        (d_model, f"count_base({ntokens}, {d_model}, nhead, {d_hid}, {nlayers})"),
+        probe.huge_sizes(seed)["base"],
     )
 
 

@@ -238,16 +238,24 @@ def diagnose_scaling(model: nn.Module, src: torch.Tensor, mask: torch.Tensor) ->
 
     (Implementations that add the table another way are not checked here.)
     """
+    seen = pos_encoder_inputs(model, src, mask)
+    if not seen:
+        return
+    d_model = model.embedding.embedding_dim
+    diagnose_scaling_input(seen[0], model.embedding.weight, src, d_model)
+
+
+def pos_encoder_inputs(
+    model: nn.Module, src: torch.Tensor, mask: torch.Tensor | None
+) -> list[torch.Tensor]:
+    """What ``model.pos_encoder`` receives while the model runs on ``src`` (empty: not called)."""
     seen: list[torch.Tensor] = []
     hook = model.pos_encoder.register_forward_hook(lambda mod, args, out: seen.append(args[0]))
     try:
         run_model(model, src, mask)
     finally:
         hook.remove()
-    if not seen:
-        return
-    d_model = model.embedding.embedding_dim
-    diagnose_scaling_input(seen[0], model.embedding.weight, src, d_model)
+    return seen
 
 
 def diagnose_scaling_input(

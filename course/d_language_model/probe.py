@@ -19,6 +19,7 @@ from torch import nn
 from course.d_language_model.checks import (
     causality_inputs,
     induction_cases,
+    pos_encoder_inputs,
     previous_token_cases,
     run_model,
 )
@@ -191,12 +192,7 @@ def model_visible(ns: dict, seed: int) -> object:
     finally:
         hook.remove()
 
-    seen: list[torch.Tensor] = []
-    hook = model.pos_encoder.register_forward_hook(lambda mod, args, out: seen.append(args[0]))
-    try:
-        run_model(model, src, mask)
-    finally:
-        hook.remove()
+    seen = pos_encoder_inputs(model, src, mask)
     return {
         "src": src,
         "masked": masked,

@@ -105,7 +105,7 @@ def answer(
     questions: Sequence[str],
     causal_mask: Callable[[int], torch.Tensor],
     block_size: int = 128,
-    max_chars: int = 40,
+    max_chars: int = 20,
 ) -> list[str]:
     """Greedy answers: each question is followed by MASK and the model writes characters until
     it writes MASK (or ``max_chars``, or the block is full). Questions of one length run as one

@@ -90,7 +90,7 @@ def pretrain(
     minutes: float | None = None,
     seed: int = 0,
     block_size: int = 128,
-    batch_size: int = 64,
+    batch_size: int = 32,
     lr: float = 6e-4,
     warmup: int = 500,
     config: dict | None = None,
@@ -146,7 +146,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=SHIPPED_STEPS, help="training steps")
     parser.add_argument("--minutes", type=float, default=None, help="stop after this time")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--d-model", type=int, default=128)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--out", type=Path, default=SHIPPED)

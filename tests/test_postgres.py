@@ -96,3 +96,24 @@ def test_an_unreachable_database_is_one_clear_message(
     with pytest.raises(CourseError, match="cannot open the gradebook database") as caught:
         pipeline.autograde(root, ASSIGNMENT, students=["ann"])
     assert "secret" not in str(caught.value)
+
+
+def test_a_local_cluster_grades_into_postgresql(
+    postgres_url: str,
+    graded_class: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Dask workers grade from the server's snapshot; the coordinator merges into the server."""
+    monkeypatch.setenv("COURSE_DB", postgres_url)
+    root = make_course_copy(tmp_path / "course")
+    pipeline.release(root, ASSIGNMENT)  # the same database: released again, unchanged
+    demo.build_class(root, ASSIGNMENT)
+    students = ["mask_transposed", "alt_correct"]
+    with Gradebook(postgres_url) as gb:  # graded by the test above: start from no submission
+        for student in students:
+            gb.remove_submission(ASSIGNMENT, student)
+    graded = pipeline.autograde(root, ASSIGNMENT, students=students, cluster="local:2")
+    assert all(g.ok for g in graded), [g.message for g in graded]
+    for student in students:
+        assert scores(postgres_url, student) == scores(pipeline.db_url(graded_class), student)

@@ -363,6 +363,14 @@ def autograde(
                    progress, unsafe_no_sandbox)  # fmt: skip
 
 
+def _limits(root: Path, assignment: str) -> tuple[sandbox.Limits, reference_run.TimeLimits]:
+    """The configured limits of one submission, and the time limits from the reference run."""
+    limits = sandbox.limits_of(root)
+    cell_ceiling = int(load_config(root).Execute.timeout or 0) or 120
+    times = reference_run.limits_for(root, assignment, cell_ceiling, limits.submission_seconds)
+    return limits, times
+
+
 def _autograde(
     root: Path,
     assignment: str,
@@ -374,13 +382,11 @@ def _autograde(
     unsafe_no_sandbox: bool,
 ) -> list[Graded]:
     """Grade ``chosen``, ``jobs`` at a time, each from a copy of ``main_db``; merge into ``url``."""
-    env, limits = worker_env(jobs), sandbox.limits_of(root)
+    env, (limits, times) = worker_env(jobs), _limits(root, assignment)
     results: list[Graded] = []
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     sandboxed = not unsafe_no_sandbox
     judge = verification.Judge()
-    cell_ceiling = int(load_config(root).Execute.timeout or 0) or 120
-    times = reference_run.limits_for(root, assignment, cell_ceiling, limits.submission_seconds)
     futures = [
         pool.submit(grade_one, root, assignment, s, main_db, env, limits, sandboxed, judge, times)
         for s in chosen
@@ -430,9 +436,7 @@ def _autograde_on_cluster(
     """Grade ``chosen`` on the Dask cluster ``spec``, one task each; merge into ``url``."""
     from grader import cluster
 
-    limits = sandbox.limits_of(root)
-    cell_ceiling = int(load_config(root).Execute.timeout or 0) or 120
-    times = reference_run.limits_for(root, assignment, cell_ceiling, limits.submission_seconds)
+    limits, times = _limits(root, assignment)
     common = dict(
         assignment=assignment,
         source={p.name: p.read_bytes() for p in (root / "source" / assignment).glob("*.ipynb")},

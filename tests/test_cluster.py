@@ -23,6 +23,7 @@ from nbgrader.api import Gradebook
 
 from grader import cluster, demo, pipeline, report
 from grader.paths import CourseError
+from grader.sandbox import kill_tree
 from tests.conftest import make_course_copy
 from tests.test_adversarial import CASES
 
@@ -141,20 +142,6 @@ def tcp_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
     finally:
         for process in reversed(processes):
             kill_tree(process.pid)
-
-
-def kill_tree(pid: int) -> None:
-    try:
-        parent = psutil.Process(pid)
-        family = [*parent.children(recursive=True), parent]
-    except psutil.NoSuchProcess:
-        return
-    for process in family:
-        try:
-            process.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(family, timeout=10)
 
 
 def busy_worker(address: str, deadline: float) -> str:

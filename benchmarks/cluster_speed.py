@@ -20,10 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from autograde_speed import scratch_course, timed_grading  # run as a script from benchmarks/
+
 from grader import cluster, demo, pipeline
 from grader.paths import use_this_python
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def synthetic_class(root: Path, assignment: str, size: int) -> list[str]:
@@ -74,17 +74,6 @@ class MergeClock:
         pipeline.merge, cluster.write_autograded = self._saved
 
 
-def graded(root: Path, assignment: str, students: list[str], **how: object) -> float:
-    """Wall-clock seconds to grade ``students``; fails loudly if one is not graded."""
-    start = time.perf_counter()
-    results = pipeline.autograde(root, assignment, students=students, **how)
-    seconds = time.perf_counter() - start
-    failed = [g.student for g in results if not g.ok]
-    if failed:
-        raise SystemExit(f"not graded: {failed[:5]} ({len(failed)} in all)")
-    return seconds
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--assignment", default="a_masks")
@@ -96,19 +85,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="course-bench-") as tmp:
         template = Path(tmp) / "template"
         template.mkdir()
-        for name in ("nbgrader_config.py", "reference_runs.json"):
-            shutil.copy(REPO / name, template)
-        for name in ("source", "demo"):
-            shutil.copytree(REPO / name, template / name)
+        scratch_course(template)
         pipeline.release(template, args.assignment)
         students = synthetic_class(template, args.assignment, n)
         print(f"{args.assignment}: {n} submissions, {os.cpu_count()} CPU cores", flush=True)
         root = fresh_copy(template, Path(tmp) / "jobs")
-        local = graded(root, args.assignment, students, jobs=w)
+        local = timed_grading(root, args.assignment, students, jobs=w)
         print(f"--jobs {w}:           {local:7.1f} s, {local / n:5.2f} s per submission")
         root = fresh_copy(template, Path(tmp) / "cluster")
         with MergeClock() as clock:
-            spread = graded(root, args.assignment, students, cluster=f"local:{w}")
+            spread = timed_grading(root, args.assignment, students, cluster=f"local:{w}")
     merge = clock.seconds / max(1, clock.count)
     print(f"--cluster local:{w}:   {spread:7.1f} s, {spread / n:5.2f} s per submission")
     print(f"coordinator's merge: {merge:5.3f} s per submission (one at a time)")

@@ -74,7 +74,6 @@ class TaskResult:
     graded: object  # grader.pipeline.Graded
     autograded: dict[str, bytes] = field(default_factory=dict)
     gradebook: bytes | None = None  # None: nothing was graded (see pipeline.merge)
-    worker: str = ""
 
 
 # ----------------------------------------------------------------------------- worker side
@@ -119,7 +118,7 @@ def grade_task(task: Task) -> TaskResult:
             root, task.assignment, task.student, root / "snapshot.db", env, limits,
             task.sandboxed, _judge(), task.times,
         )  # fmt: skip
-        result = TaskResult(graded, worker=_worker_address())
+        result = TaskResult(graded)
         if own_url is not None and graded.ok:
             result.gradebook = Path(own_url.removeprefix("sqlite:///")).read_bytes()
             result.autograded = _files(root / "autograded" / task.student / task.assignment)
@@ -147,15 +146,6 @@ def _threads_here() -> int:
     from distributed import get_worker
 
     return max(1, (os.cpu_count() or 1) // get_worker().state.nthreads)
-
-
-def _worker_address() -> str:
-    from distributed import get_worker
-
-    try:
-        return get_worker().address
-    except ValueError:  # called outside a worker (tests)
-        return "local"
 
 
 # ----------------------------------------------------------------------------- files

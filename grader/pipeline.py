@@ -358,9 +358,11 @@ def autograde(
         if main_db is None or cluster is not None:
             # The workers copy a snapshot of the one assignment (grader.gradebook).
             main_db = gradebook.snapshot(url, assignment, Path(folder) / "gradebook.db")
-        run = _autograde if cluster is None else _autograde_on_cluster
-        return run(root, assignment, chosen, jobs if cluster is None else cluster, url, main_db,
-                   progress, unsafe_no_sandbox)  # fmt: skip
+        if cluster is not None:
+            return _autograde_on_cluster(
+                root, assignment, chosen, cluster, url, main_db, progress, unsafe_no_sandbox
+            )
+        return _autograde(root, assignment, chosen, jobs, url, main_db, progress, unsafe_no_sandbox)
 
 
 def _limits(root: Path, assignment: str) -> tuple[sandbox.Limits, reference_run.TimeLimits]:

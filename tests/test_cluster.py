@@ -9,6 +9,7 @@ own tests (so its verdict comes from the judge, on the worker).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from pathlib import Path
 import nbformat
 import psutil
 import pytest
+from distributed import Client
 from nbgrader.api import Gradebook
 
 from grader import cluster, demo, pipeline, report
@@ -144,10 +146,13 @@ def tcp_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
             kill_tree(process.pid)
 
 
+def family(pid: int) -> list[psutil.Process]:
+    process = psutil.Process(pid)
+    return [process, *process.children(recursive=True)]
+
+
 def busy_worker(address: str, deadline: float) -> str:
     """The address of a worker running a grading task, as soon as there is one."""
-    from distributed import Client
-
     with Client(address, timeout="20s") as client:
         while time.monotonic() < deadline:
             for worker, keys in client.processing().items():
@@ -167,13 +172,10 @@ def test_a_worker_that_dies_mid_task_loses_nothing(
     command += ["--scheduler", address] + [f"--student={s}" for s in STUDENTS]
     run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     victim = busy_worker(address, time.monotonic() + 120)
-    port = victim.rsplit(":", 1)[1]
-    killed = [
-        w for w in workers
-        if any(c.laddr.port == int(port) for p in [psutil.Process(w.pid), *psutil.Process(
-            w.pid).children(recursive=True)] for c in p.net_connections("tcp") if c.laddr)
-    ]  # fmt: skip
-    assert len(killed) == 1, f"no worker process listens on {victim}"
+    with Client(address, timeout="20s") as client:
+        victim_pid = client.run(os.getpid)[victim]
+    killed = [w for w in workers if victim_pid in {p.pid for p in family(w.pid)}]
+    assert len(killed) == 1, f"no worker process runs {victim}"
     kill_tree(killed[0].pid)  # the machine dies: worker, nbgrader and kernel at once
     log, _ = run.communicate(timeout=600)
     assert run.returncode == 0, log[-3000:]
@@ -181,8 +183,6 @@ def test_a_worker_that_dies_mid_task_loses_nothing(
 
 
 def test_a_worker_with_other_course_code_is_refused(tcp_cluster: tuple[str, list]) -> None:
-    from distributed import Client
-
     address, _ = tcp_cluster
     with Client(address, timeout="20s") as client:
         with pytest.raises(CourseError, match="same version of the course") as caught:

@@ -2,6 +2,7 @@
 
 course release [ASSIGNMENT]              source/ -> release/ (all assignments by default)
 course autograde ASSIGNMENT [--jobs N]   grade submitted/*/ASSIGNMENT, N students at a time
+   [--scheduler ADDRESS | --cluster local:N]   ... or on a Dask cluster, one task per student
 course feedback ASSIGNMENT               feedback HTML without hidden tests
 course grades [--csv PATH]               grade table (student x notebook) and CSV
 course demo [ASSIGNMENT...] [--jobs N]   release, demo class, autograde, feedback, grades
@@ -43,6 +44,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=_jobs_default(), help="students graded at once")
     p.add_argument("--student", action="append", help="grade only this student (repeatable)")
     p.add_argument("--unsafe-no-sandbox", action="store_true", help=UNSAFE_HELP)
+    on = p.add_mutually_exclusive_group()
+    on.add_argument(
+        "--scheduler", metavar="ADDRESS", help="grade on the Dask cluster of this scheduler"
+    )
+    on.add_argument(
+        "--cluster", metavar="local:N", help="grade on a Dask LocalCluster of N workers"
+    )
 
     p = sub.add_parser("feedback", help="write feedback HTML without the hidden tests")
     p.add_argument("assignment")
@@ -93,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
             students=args.student,
             progress=_print_graded,
             unsafe_no_sandbox=args.unsafe_no_sandbox,
+            cluster=_cluster(args),
         )
         return 0 if all(g.ok for g in results) else 1
     elif args.command == "feedback":
@@ -106,6 +115,12 @@ def run(args: argparse.Namespace) -> int:
         chosen = args.assignments or assignments(root)
         demo.run(root, chosen, jobs=args.jobs, unsafe_no_sandbox=args.unsafe_no_sandbox)
     return 0
+
+
+def _cluster(args: argparse.Namespace) -> str | None:
+    if args.cluster is not None and not args.cluster.startswith("local:"):
+        raise CourseError(f"--cluster expects local:N, not {args.cluster!r} (or --scheduler)")
+    return args.scheduler or args.cluster
 
 
 def _print_graded(graded: object) -> None:

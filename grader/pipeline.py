@@ -116,7 +116,8 @@ def _require_in_gradebook(url: str, assignment: str) -> None:
             ) from None
 
 
-def _worker_env(jobs: int) -> dict[str, str]:
+def worker_env(jobs: int) -> dict[str, str]:
+    """The environment of a grading process when ``jobs`` of them share this machine."""
     threads = str(max(1, (os.cpu_count() or 1) // jobs))
     return {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
 
@@ -204,7 +205,7 @@ def _zero(row: object) -> None:
 UNSAFE = "graded WITHOUT the sandbox (--unsafe-no-sandbox): its code could reach the grader"
 
 
-def _grade_one(
+def grade_one(
     root: Path,
     assignment: str,
     student: str,
@@ -318,6 +319,7 @@ def autograde(
     students: Iterable[str] | None = None,
     progress: Callable[[Graded], None] | None = None,
     unsafe_no_sandbox: bool = False,
+    cluster: str | None = None,
 ) -> list[Graded]:
     """Autograde every submission of ``assignment`` (or the given students), ``jobs`` at a time.
 
@@ -330,6 +332,9 @@ def autograde(
     gradebook as soon as it finishes, one student at a time, so that an interrupted run keeps
     every student graded so far and a failed submission keeps its earlier scores. The report
     lines go to ``grading_report.csv``. Returns one :class:`Graded` per student.
+
+    With ``cluster`` (a Dask scheduler's address, or ``local:N``) the submissions are graded
+    on Dask workers instead, in the same sandbox, and merged here (:mod:`grader.cluster`).
     """
     require_assignment(root, assignment)
     url = db_url(root)
@@ -349,12 +354,23 @@ def autograde(
     if not unsafe_no_sandbox:
         sandbox.check_sandbox()
     use_this_python()
-    if main_db is not None:
-        return _autograde(root, assignment, chosen, jobs, url, main_db, progress, unsafe_no_sandbox)
-    # A database server: the workers copy a snapshot of the assignment (grader.gradebook).
     with tempfile.TemporaryDirectory(prefix="course-snapshot-") as folder:
-        main_db = gradebook.snapshot(url, assignment, Path(folder) / "gradebook.db")
+        if main_db is None or cluster is not None:
+            # The workers copy a snapshot of the one assignment (grader.gradebook).
+            main_db = gradebook.snapshot(url, assignment, Path(folder) / "gradebook.db")
+        if cluster is not None:
+            return _autograde_on_cluster(
+                root, assignment, chosen, cluster, url, main_db, progress, unsafe_no_sandbox
+            )
         return _autograde(root, assignment, chosen, jobs, url, main_db, progress, unsafe_no_sandbox)
+
+
+def _limits(root: Path, assignment: str) -> tuple[sandbox.Limits, reference_run.TimeLimits]:
+    """The configured limits of one submission, and the time limits from the reference run."""
+    limits = sandbox.limits_of(root)
+    cell_ceiling = int(load_config(root).Execute.timeout or 0) or 120
+    times = reference_run.limits_for(root, assignment, cell_ceiling, limits.submission_seconds)
+    return limits, times
 
 
 def _autograde(
@@ -368,27 +384,21 @@ def _autograde(
     unsafe_no_sandbox: bool,
 ) -> list[Graded]:
     """Grade ``chosen``, ``jobs`` at a time, each from a copy of ``main_db``; merge into ``url``."""
-    env, limits = _worker_env(jobs), sandbox.limits_of(root)
+    env, (limits, times) = worker_env(jobs), _limits(root, assignment)
     results: list[Graded] = []
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     sandboxed = not unsafe_no_sandbox
     judge = verification.Judge()
-    cell_ceiling = int(load_config(root).Execute.timeout or 0) or 120
-    times = reference_run.limits_for(root, assignment, cell_ceiling, limits.submission_seconds)
     futures = [
-        pool.submit(_grade_one, root, assignment, s, main_db, env, limits, sandboxed, judge, times)
+        pool.submit(grade_one, root, assignment, s, main_db, env, limits, sandboxed, judge, times)
         for s in chosen
     ]
     try:
         for future in as_completed(futures):
             graded, own_url, scratch = future.result()
-            if graded.ok:
-                copy_submission(own_url, url, assignment, graded.student)
-            elif own_url is None:
-                _record_empty(url, assignment, graded.student)
+            merge(root, url, assignment, graded, own_url)
             if scratch is not None:
                 sandbox.remove(scratch)
-            report.update(root, graded.events)
             results.append(graded)
             if progress:
                 progress(graded)
@@ -400,6 +410,81 @@ def _autograde(
         raise
     pool.shutdown()
     judge.close()
+    return sorted(results, key=lambda g: g.student)
+
+
+def merge(root: Path, url: str, assignment: str, graded: Graded, own_url: str | None) -> None:
+    """Merge one graded submission into the course gradebook at ``url`` and the report.
+
+    ``own_url`` is the submission's private gradebook (None: nothing was graded, and the
+    student appears with 0 points unless already in the gradebook)."""
+    if graded.ok and own_url is not None:
+        copy_submission(own_url, url, assignment, graded.student)
+    elif own_url is None:
+        _record_empty(url, assignment, graded.student)
+    report.update(root, graded.events)
+
+
+def _autograde_on_cluster(
+    root: Path,
+    assignment: str,
+    chosen: list[str],
+    spec: str,
+    url: str,
+    main_db: Path,
+    progress: Callable[[Graded], None] | None,
+    unsafe_no_sandbox: bool,
+) -> list[Graded]:
+    """Grade ``chosen`` on the Dask cluster ``spec``, one task each; merge into ``url``."""
+    from grader import cluster
+
+    limits, times = _limits(root, assignment)
+    common = dict(
+        assignment=assignment,
+        source={p.name: p.read_bytes() for p in (root / "source" / assignment).glob("*.ipynb")},
+        config=(root / "nbgrader_config.py").read_bytes(),
+        gradebook=main_db.read_bytes(),
+        limits={name: getattr(limits, name) for name in limits.trait_names(config=True)},
+        times=times,
+        sandboxed=not unsafe_no_sandbox,
+        threads=cluster.local_threads(spec),
+        expected=cluster.fingerprint(),
+    )
+    results: list[Graded] = []
+
+    def done(graded: Graded, own_url: str | None) -> None:
+        merge(root, url, assignment, graded, own_url)
+        results.append(graded)
+        if progress:
+            progress(graded)
+
+    def merged(result: cluster.TaskResult) -> None:
+        graded = result.graded
+        if result.gradebook:  # graded: its notebooks, then its scores
+            cluster.write_autograded(root, result, assignment)
+            with tempfile.TemporaryDirectory(prefix="course-merge-") as folder:
+                private = Path(folder) / "gradebook.db"
+                private.write_bytes(result.gradebook)
+                done(graded, f"sqlite:///{private}")
+        else:  # b"": grading failed (earlier scores kept); None: nothing to grade
+            done(graded, None if result.gradebook is None else "")
+
+    def failed(student: str, message: str) -> None:
+        events = [
+            Event(assignment, student, name, "not graded", None, None, message)
+            for name in release_notebooks(root, assignment)
+        ]
+        done(Graded(student, False, 0.0, message, events), "")
+
+    tasks = []
+    for student in chosen:
+        try:
+            submission = cluster.read_submission(root / "submitted" / student / assignment)
+        except CourseError as error:
+            failed(student, str(error))
+            continue
+        tasks.append(cluster.Task(student=student, submission=submission, **common))
+    cluster.grade_on_cluster(spec, tasks, merged, lambda task, why: failed(task.student, why))
     return sorted(results, key=lambda g: g.student)
 
 

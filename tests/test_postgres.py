@@ -60,6 +60,15 @@ def scores(url: str, student: str) -> dict[str, float]:
         return {g.name: g.score for g in nb.grades}
 
 
+def course_on(url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A course whose gradebook is ``url``, with A released and its demo class submitted."""
+    monkeypatch.setenv("COURSE_DB", url)
+    root = make_course_copy(tmp_path / "course")
+    pipeline.release(root, ASSIGNMENT)
+    demo.build_class(root, ASSIGNMENT)
+    return root
+
+
 def test_a_class_graded_in_parallel_into_postgresql(
     postgres_url: str,
     graded_class: Path,
@@ -67,10 +76,7 @@ def test_a_class_graded_in_parallel_into_postgresql(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Every score equals the sqlite run's; the table reads from the server."""
-    monkeypatch.setenv("COURSE_DB", postgres_url)
-    root = make_course_copy(tmp_path / "course")
-    pipeline.release(root, ASSIGNMENT)
-    demo.build_class(root, ASSIGNMENT)
+    root = course_on(postgres_url, tmp_path, monkeypatch)
     graded = pipeline.autograde(root, ASSIGNMENT, jobs=2, students=STUDENTS)
     assert all(g.ok for g in graded), [g.message for g in graded]
     assert not (root / "gradebook.db").exists(), "an sqlite gradebook was written"
@@ -96,3 +102,21 @@ def test_an_unreachable_database_is_one_clear_message(
     with pytest.raises(CourseError, match="cannot open the gradebook database") as caught:
         pipeline.autograde(root, ASSIGNMENT, students=["ann"])
     assert "secret" not in str(caught.value)
+
+
+def test_a_local_cluster_grades_into_postgresql(
+    postgres_url: str,
+    graded_class: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Dask workers grade from the server's snapshot; the coordinator merges into the server."""
+    root = course_on(postgres_url, tmp_path, monkeypatch)  # released again: unchanged
+    students = ["mask_transposed", "alt_correct"]
+    with Gradebook(postgres_url) as gb:  # graded by the test above: start from no submission
+        for student in students:
+            gb.remove_submission(ASSIGNMENT, student)
+    graded = pipeline.autograde(root, ASSIGNMENT, students=students, cluster="local:2")
+    assert all(g.ok for g in graded), [g.message for g in graded]
+    for student in students:
+        assert scores(postgres_url, student) == scores(pipeline.db_url(graded_class), student)

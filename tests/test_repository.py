@@ -14,13 +14,15 @@ from tests.conftest import REPO
 def pins_from_pyproject() -> dict[str, str]:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     deps = project["dependencies"] + project["optional-dependencies"]["dev"]
-    return dict(re.match(r"([A-Za-z0-9_.-]+)==(\S+)", d).groups() for d in deps)
+    return dict(re.match(r"([A-Za-z0-9_.-]+)(?:\[[a-z,]+\])?==(\S+)", d).groups() for d in deps)
 
 
 def pins_from_environment() -> dict[str, str]:
     env = yaml.safe_load((REPO / "environment.yml").read_text())
     pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
-    pins = dict(re.match(r"([A-Za-z0-9_.-]+)==(\S+)", d).groups() for d in pip if "==" in d)
+    pins = dict(
+        re.match(r"([A-Za-z0-9_.-]+)(?:\[[a-z,]+\])?==(\S+)", d).groups() for d in pip if "==" in d
+    )
     return pins
 
 

@@ -4,31 +4,61 @@
 #   postgresql                              the PostgreSQL gradebook's tests (always; a local
 #                                           server is started by the tests, never as a service)
 #   chromium, chromium-driver, fonts        the browser tests in tests/e2e/ (with --browser)
-# Idempotent and quiet: installs only what is missing. Playwright's own browser download
-# (`playwright install`) is never used: the tests point Playwright at /usr/bin/chromium.
+#   nodejs, npm                             Node.js, to run JupyterHub's proxy (always)
+#   configurable-http-proxy                 JupyterHub's proxy, from npm (`npm install -g`, the
+#                                           version pinned below), for deploy/jupyterhub/ and
+#                                           its smoke test tests/test_jupyterhub.py (always)
+# Idempotent and quiet: installs only what is missing (apt-get first, then npm). Playwright's
+# own browser download (`playwright install`) is never used: the tests point Playwright at
+# /usr/bin/chromium.
 # Where apt-get does not exist (macOS), it says what is missing and exits 0: grading then
 # refuses to run without the sandbox unless the instructor passes --unsafe-no-sandbox.
 set -euo pipefail
 
+CHP_VERSION=4.6.3  # configurable-http-proxy; 4.6 runs on Debian 12's Node 18 as well as newer
+
 packages=()
 command -v bwrap >/dev/null || packages+=(bubblewrap)
+command -v node >/dev/null || packages+=(nodejs)
+command -v npm >/dev/null || packages+=(npm)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || packages+=(postgresql)
 if [ "${1:-}" = "--browser" ] && [ ! -x /usr/bin/chromium ]; then
     packages+=(chromium chromium-driver fonts-dejavu-core)
-fi
-[ ${#packages[@]} -eq 0 ] && exit 0
-
-if ! command -v apt-get >/dev/null; then
-    echo "install_system_packages.sh: no apt-get here; install by hand: ${packages[*]}" >&2
-    exit 0
 fi
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
     SUDO="sudo"
 fi
-export DEBIAN_FRONTEND=noninteractive
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+
+# configurable-http-proxy from npm, once node and npm are there (now or after apt-get below).
+install_proxy() {
+    command -v configurable-http-proxy >/dev/null && return 0
+    if ! command -v npm >/dev/null; then
+        echo "install_system_packages.sh: no npm here; install Node.js, then" \
+            "npm install -g configurable-http-proxy@$CHP_VERSION" >&2
+        return 0
+    fi
+    if ! $SUDO npm install -g --silent --no-fund --no-audit \
+        "configurable-http-proxy@$CHP_VERSION" >"$log" 2>&1; then
+        cat "$log" >&2
+        echo "install_system_packages.sh: npm failed for configurable-http-proxy" >&2
+        return 1
+    fi
+}
+
+if [ ${#packages[@]} -eq 0 ]; then
+    install_proxy
+    exit 0
+fi
+
+if ! command -v apt-get >/dev/null; then
+    echo "install_system_packages.sh: no apt-get here; install by hand: ${packages[*]}" >&2
+    install_proxy
+    exit 0
+fi
+export DEBIAN_FRONTEND=noninteractive
 if ! { $SUDO apt-get update -qq &&
        $SUDO apt-get install -y -qq --no-install-recommends "${packages[@]}"; } >"$log" 2>&1; then
     cat "$log" >&2
@@ -36,3 +66,4 @@ if ! { $SUDO apt-get update -qq &&
     exit 1
 fi
 command -v bwrap >/dev/null || { echo "install_system_packages.sh: bwrap still missing" >&2; exit 1; }
+install_proxy

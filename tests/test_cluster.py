@@ -1,0 +1,210 @@
+"""Grading on a Dask cluster: the scores of ``--jobs 1``, a dead worker costs nothing.
+
+Two clusters: a LocalCluster started by ``course autograde --cluster local:2``, and a scheduler
+and two workers started here as separate ``dask`` processes talking TCP on localhost. The class:
+A's reference, blank and a typical mistake, and a hostile student that patches the notebook's
+own tests (so its verdict comes from the judge, on the worker).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import nbformat
+import psutil
+import pytest
+from distributed import Client
+from nbgrader.api import Gradebook
+
+from grader import cluster, demo, pipeline, report
+from grader.paths import CourseError
+from grader.sandbox import kill_tree
+from tests.conftest import make_course_copy
+from tests.test_adversarial import CASES
+
+pytestmark = pytest.mark.slow
+ASSIGNMENT, NOTEBOOK = "a_masks", "masks_and_positions"
+HOSTILE = "patches_user_ns"
+STUDENTS = ["blank", "mask_transposed", "reference", HOSTILE]
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="module")
+def class_to_grade(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A course with A released and its submissions in place, not graded yet."""
+    root = make_course_copy(tmp_path_factory.mktemp("cluster") / "course")
+    pipeline.release(root, ASSIGNMENT)
+    demo.build_class(root, ASSIGNMENT)
+    reference = root / "submitted" / "reference" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    hostile = CASES[HOSTILE](nbformat.read(str(reference), as_version=4))
+    (root / "submitted" / HOSTILE / ASSIGNMENT).mkdir(parents=True)
+    nbformat.write(hostile, str(root / "submitted" / HOSTILE / ASSIGNMENT / f"{NOTEBOOK}.ipynb"))
+    return root
+
+
+def copy_of(root: Path, target: Path) -> Path:
+    shutil.copytree(root, target)
+    return target
+
+
+@pytest.fixture(scope="module")
+def sequential(class_to_grade: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The class graded on this machine, one student at a time (``--jobs 1``)."""
+    root = copy_of(class_to_grade, tmp_path_factory.mktemp("jobs1") / "course")
+    pipeline.autograde(root, ASSIGNMENT, jobs=1, students=STUDENTS)
+    return root
+
+
+def outcome(root: Path) -> dict[str, tuple]:
+    """Per student: every grade cell's score, the flag, the report's statuses."""
+    found = {}
+    statuses = {r["student"]: r["status"] for r in report.read(root)}
+    with Gradebook(pipeline.db_url(root)) as gb:
+        for student in STUDENTS:
+            notebook = gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, student)
+            cells = {g.name: g.score for g in notebook.grades}
+            found[student] = (cells, notebook.flagged, statuses.get(student))
+    return found
+
+
+def course(root: Path, *args: str) -> subprocess.CompletedProcess:
+    command = [str(BIN / "course"), "--root", str(root), "autograde", ASSIGNMENT, *args]
+    for student in STUDENTS:
+        command += ["--student", student]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600)
+
+
+def test_the_sequential_run_is_not_trivial(sequential: Path) -> None:
+    found = outcome(sequential)
+    assert sum(found["reference"][0].values()) > sum(found["mask_transposed"][0].values()) > 0
+    assert sum(found["blank"][0].values()) == 0
+    assert found[HOSTILE][1] and found[HOSTILE][2] == "flagged"  # the judge overruled it
+
+
+def test_a_local_cluster_gives_the_scores_of_jobs_1(
+    class_to_grade: Path, sequential: Path, tmp_path: Path
+) -> None:
+    root = copy_of(class_to_grade, tmp_path / "course")
+    done = course(root, "--cluster", "local:2")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert outcome(root) == outcome(sequential)
+    for student in STUDENTS:  # the autograded notebooks came back from the workers
+        graded = root / "autograded" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+        assert nbformat.read(str(graded), as_version=4).cells, student
+
+
+# ----------------------------------------------------------------------------- TCP
+@pytest.fixture(scope="module")
+def tcp_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list]]:
+    """A ``dask scheduler`` and two ``dask worker`` processes on localhost (TCP)."""
+    folder = tmp_path_factory.mktemp("dask")
+    file = folder / "scheduler.json"
+    common = ["--no-dashboard"]
+    scheduler = subprocess.Popen(
+        [BIN / "dask", "scheduler", "--host", "127.0.0.1", "--port", "0",
+         "--scheduler-file", file, *common],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    processes = [scheduler]
+    try:
+        deadline = time.monotonic() + 60
+        while not file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert file.exists(), "the dask scheduler did not start"
+        address = json.loads(file.read_text())["address"]
+        workers = [
+            subprocess.Popen(
+                [
+                    BIN / "dask",
+                    "worker",
+                    address,
+                    "--nthreads",
+                    "1",
+                    "--host",
+                    "127.0.0.1",
+                    "--death-timeout",
+                    "60",
+                    *common,
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                cwd=folder,
+            )  # fmt: skip
+            for _ in range(2)
+        ]
+        processes += workers
+        yield address, workers
+    finally:
+        for process in reversed(processes):
+            kill_tree(process.pid)
+
+
+def family(pid: int) -> list[psutil.Process]:
+    process = psutil.Process(pid)
+    return [process, *process.children(recursive=True)]
+
+
+def busy_worker(address: str, deadline: float) -> str:
+    """The address of a worker running a grading task, as soon as there is one."""
+    with Client(address, timeout="20s") as client:
+        while time.monotonic() < deadline:
+            for worker, keys in client.processing().items():
+                if any(str(key).startswith("grade-") for key in keys):
+                    time.sleep(2)  # well into the task: nbgrader and the kernel are running
+                    return worker
+            time.sleep(0.2)
+    raise AssertionError("no worker ever ran a grading task")
+
+
+def test_a_worker_that_dies_mid_task_loses_nothing(
+    tcp_cluster: tuple[str, list], class_to_grade: Path, sequential: Path, tmp_path: Path
+) -> None:
+    address, workers = tcp_cluster
+    root = copy_of(class_to_grade, tmp_path / "course")
+    command = [str(BIN / "course"), "--root", str(root), "autograde", ASSIGNMENT]
+    command += ["--scheduler", address] + [f"--student={s}" for s in STUDENTS]
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    victim = busy_worker(address, time.monotonic() + 120)
+    with Client(address, timeout="20s") as client:
+        victim_pid = client.run(os.getpid)[victim]
+    killed = [w for w in workers if victim_pid in {p.pid for p in family(w.pid)}]
+    assert len(killed) == 1, f"no worker process runs {victim}"
+    kill_tree(killed[0].pid)  # the machine dies: worker, nbgrader and kernel at once
+    log, _ = run.communicate(timeout=600)
+    assert run.returncode == 0, log[-3000:]
+    assert outcome(root) == outcome(sequential), log[-3000:]
+
+
+def test_a_worker_with_other_course_code_is_refused(tcp_cluster: tuple[str, list]) -> None:
+    address, _ = tcp_cluster
+    with Client(address, timeout="20s") as client:
+        with pytest.raises(CourseError, match="same version of the course") as caught:
+            cluster.check_workers(client, "0.0.0+another", sandboxed=True)
+        assert cluster.fingerprint() in str(caught.value)  # names what the worker runs
+        assert cluster.check_workers(client, cluster.fingerprint(), sandboxed=True) >= 1
+
+
+def test_an_interrupted_run_keeps_what_was_merged(
+    tcp_cluster: tuple[str, list], class_to_grade: Path, tmp_path: Path
+) -> None:
+    address, _ = tcp_cluster
+    root = copy_of(class_to_grade, tmp_path / "course")
+    merged: list[str] = []
+
+    def interrupt(graded: pipeline.Graded) -> None:
+        merged.append(graded.student)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.autograde(root, ASSIGNMENT, students=STUDENTS, progress=interrupt, cluster=address)
+    assert len(merged) == 1
+    rows = pipeline.grade_rows(root)
+    assert [r.student for r in rows] == merged  # the merged student, and only it
+    assert [r["student"] for r in report.read(root)] == merged

@@ -18,7 +18,7 @@ def test_checkpoint_is_small_and_documented() -> None:
     assert info["data_sha256"] == checkpoint.wiki_sha256(), "wiki.txt changed: pretrain again"
     assert vocab.itos == CharVocab.build().itos
     assert info["loss"] < info["untrained_loss"]
-    assert "smoke" in info["train"]  # a short run says so
+    assert not info["train"]["smoke"], "the shipped checkpoint is a smoke run: pretrain again"
 
 
 def test_the_reference_span_corruption_passes_its_checks() -> None:
@@ -59,3 +59,13 @@ def test_pretrain_runs_and_saves_what_it_measured(tmp_path) -> None:
     model, vocab, info = checkpoint.load_pretrained(given.TransformerLM, tmp_path / "g.pt")
     assert info["train"]["steps"] == 3 and info["train"]["smoke"]
     assert model.decoder.out_features == len(vocab)
+
+
+def test_pretraining_resumes_and_adds_up_its_budget(tmp_path) -> None:
+    first = pretrain.pretrain(steps=3, batch_size=4, config={"d_model": 16, "d_hid": 32})
+    torch.save(first, tmp_path / "first.pt")
+    second = pretrain.pretrain(steps=2, batch_size=4, resume=tmp_path / "first.pt")
+    assert second["config"] == first["config"] and second["seed"] == first["seed"]
+    assert second["train"]["steps"] == 5
+    assert [stage["steps"] for stage in second["train"]["stages"]] == [3, 2]
+    assert second["untrained_loss"] == first["untrained_loss"]

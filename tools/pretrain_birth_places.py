@@ -31,7 +31,7 @@ from torch import nn
 from course.data import load_wiki_lines
 from course.g_birth_places import finetune
 from course.g_birth_places.chars import IGNORE, CharVocab, corruption_rows
-from course.g_birth_places.checkpoint import COMPUTED, SHIPPED, wiki_sha256
+from course.g_birth_places.checkpoint import COMPUTED, SHIPPED, load_pretrained, wiki_sha256
 from course.g_birth_places.checks import MASK, PAD
 
 REPO = Path(__file__).resolve().parents[1]
@@ -94,51 +94,74 @@ def pretrain(
     lr: float = 6e-4,
     warmup: int = 500,
     config: dict | None = None,
+    resume: Path | None = None,
 ) -> dict:
     """Pretrain the notebook's ``TransformerLM`` with span corruption for ``steps`` steps (or
-    until ``minutes`` have passed); return the checkpoint (see the module's docstring)."""
+    until ``minutes`` have passed); return the checkpoint (see the module's docstring).
+
+    With ``resume``, training goes on from that checkpoint's weights (its configuration, a new
+    warm-up and decay) and the budget recorded is the sum of both stages."""
     code = given()
     lines = load_wiki_lines()
     vocab = CharVocab.build()
     torch.manual_seed(seed)
-    cfg = CharLMConfig(ntokens=len(vocab), **(config or {}))
-    model = code.TransformerLM(**asdict(cfg))
+    earlier: dict = {"steps": 0, "seconds": 0, "stages": []}
+    first_seed, stage_seed, earlier_losses = seed, seed, []
+    if resume is not None:
+        model, _, info = load_pretrained(code.TransformerLM, resume)
+        cfg = CharLMConfig(**info["config"])
+        earlier, first_seed, earlier_losses = info["train"], info["seed"], info["train_losses"]
+        stage_seed = first_seed + len(earlier.get("stages", [1])) + 1  # fresh corruptions
+    else:
+        cfg = CharLMConfig(ntokens=len(vocab), **(config or {}))
+        model = code.TransformerLM(**asdict(cfg))
     held = torch.Generator().manual_seed(12345)  # a fixed set of corrupted lines to measure
     held_x, held_y = corruption_rows(lines, code.span_corruption, vocab, block_size, 512, held)
     untrained = corruption_loss(model, held_x, held_y, code.causal_mask)
-    gen = torch.Generator().manual_seed(seed)
+    if resume is not None:
+        untrained = info["untrained_loss"]  # the loss of the first stage's random weights
+    gen = torch.Generator().manual_seed(stage_seed)
 
     def batches(step: int) -> tuple[torch.Tensor, torch.Tensor]:
         return corruption_rows(lines, code.span_corruption, vocab, block_size, batch_size, gen)
 
     history = finetune.train_steps(
         model, batches, steps, code.causal_mask, lr=lr, warmup=min(warmup, steps // 10),
-        seed=seed, time_budget_s=None if minutes is None else 60 * minutes, report_every=100,
+        seed=stage_seed, time_budget_s=None if minutes is None else 60 * minutes, report_every=100,
         desc="pretraining",
     )  # fmt: skip
+    stage = {"steps": history.steps, "seconds": round(history.seconds), "lr": lr, "seed": stage_seed}
+    stages = earlier.get("stages") or ([] if resume is None else [_as_stage(earlier)])
+    total_steps = earlier["steps"] + history.steps
     return {
         "state_dict": {k: v.half() for k, v in model.state_dict().items() if k not in COMPUTED},
         "config": asdict(cfg),
         "itos": vocab.itos,
-        "seed": seed,
+        "seed": first_seed,
         "data_sha256": wiki_sha256(),
         "data": {"wiki_lines": len(lines), "characters": sum(map(len, lines))},
         "train": {
-            "steps": history.steps,
-            "seconds": round(history.seconds),
+            "steps": total_steps,
+            "seconds": earlier["seconds"] + round(history.seconds),
             "block_size": block_size,
             "batch_size": batch_size,
             "lr": lr,
             "warmup": min(warmup, steps // 10),
-            "passes_over_wiki": round(history.steps * batch_size / len(lines), 1),
+            "passes_over_wiki": round(total_steps * batch_size / len(lines), 1),
+            "stages": [*stages, stage],
             "threads": torch.get_num_threads(),
             "torch": str(torch.__version__),
-            "smoke": history.steps < SHIPPED_STEPS,
+            "smoke": total_steps < SHIPPED_STEPS,
         },
-        "train_losses": history.losses,
+        "train_losses": earlier_losses + history.losses,
         "loss": corruption_loss(model, held_x, held_y, code.causal_mask),
         "untrained_loss": untrained,
     }
+
+
+def _as_stage(train: dict) -> dict:
+    """A checkpoint's single training run, as a stage of a resumed one."""
+    return {k: train[k] for k in ("steps", "seconds", "lr") if k in train}
 
 
 def main() -> None:
@@ -150,6 +173,7 @@ def main() -> None:
     parser.add_argument("--d-model", type=int, default=128)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--out", type=Path, default=SHIPPED)
+    parser.add_argument("--resume", type=Path, default=None, help="go on from this checkpoint")
     args = parser.parse_args()
     config = {"d_model": args.d_model, "d_hid": 4 * args.d_model, "nlayers": args.layers}
     config["nhead"] = max(1, args.d_model // 32)
@@ -160,6 +184,7 @@ def main() -> None:
         seed=args.seed,
         batch_size=args.batch_size,
         config=config,
+        resume=args.resume,
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(checkpoint, args.out)

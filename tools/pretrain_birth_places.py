@@ -130,7 +130,12 @@ def pretrain(
         seed=stage_seed, time_budget_s=None if minutes is None else 60 * minutes, report_every=100,
         desc="pretraining",
     )  # fmt: skip
-    stage = {"steps": history.steps, "seconds": round(history.seconds), "lr": lr, "seed": stage_seed}
+    stage = {
+        "steps": history.steps,
+        "seconds": round(history.seconds),
+        "lr": lr,
+        "seed": stage_seed,
+    }
     stages = earlier.get("stages") or ([] if resume is None else [_as_stage(earlier)])
     total_steps = earlier["steps"] + history.steps
     return {

@@ -69,3 +69,36 @@ def test_pretraining_resumes_and_adds_up_its_budget(tmp_path) -> None:
     assert second["train"]["steps"] == 5
     assert [stage["steps"] for stage in second["train"]["stages"]] == [3, 2]
     assert second["untrained_loss"] == first["untrained_loss"]
+
+
+def _written(text: str, span: tuple[int, int], block_size: int) -> str:
+    """prefix MASK suffix MASK span MASK, padded: the layout every correct answer returns."""
+    start, end = span
+    out = text[:start] + checks.MASK + text[end:] + checks.MASK + text[start:end] + checks.MASK
+    return out.ljust(block_size + 1, checks.PAD)
+
+
+def _from_floats(document: str, block_size: int, generator=None) -> str:
+    """Correct, drawing floats with torch.rand and scaling them, in the contract's order."""
+    cap = int(block_size * 7 / 8)
+    text = document[: 4 + int(torch.rand(1, generator=generator) * (cap - 3))]
+    span = 1 + int(torch.rand(1, generator=generator) * (len(text) // 2))
+    start = int(torch.rand(1, generator=generator) * (len(text) - span + 1))
+    return _written(text, (start, start + span), block_size)
+
+
+def _start_first(document: str, block_size: int, generator=None) -> str:
+    """Correct, drawing where the span starts first and its length from [n/8, 3n/8]."""
+    where = float(torch.rand(1, generator=generator))
+    cap = int(block_size * 7 / 8)
+    text = document[: int(torch.randint(4, cap + 1, (1,), generator=generator))]
+    low = max(1, len(text) // 8)
+    high = max(low, 3 * len(text) // 8)
+    span = int(torch.randint(low, high + 1, (1,), generator=generator))
+    start = min(int(where * (len(text) - span + 1)), len(text) - span)
+    return _written(text, (start, start + span), block_size)
+
+
+def test_span_checks_accept_correct_samplers_they_have_never_seen() -> None:
+    for sampler in (_from_floats, _start_first):
+        checks.diagnose_span_corruption(sampler, checks.span_case(3, hidden=True))

@@ -303,7 +303,8 @@ def test_every_shipped_file_matches_its_source_checksum() -> None:
 
     pairs = shipped_checksums()
     listed = {path.name for path, _ in pairs}
-    assert {"input.txt", "rt-polarity.pos", "austen-emma.txt"} <= listed
+    expected = {"input.txt", "rt-polarity.pos", "austen-emma.txt", "wiki.txt", "birth_dev.tsv"}
+    assert expected <= listed
     for path, digest in pairs:
         assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, path
 
@@ -319,3 +320,20 @@ def test_novels_are_paragraphs_without_title_lines() -> None:
     assert all(text == " ".join(text.split()) and text for text in texts)
     assert texts[2].startswith("Emma Woodhouse, handsome, clever, and rich")
     assert sum(len(text.split()) for text in texts) > 500_000
+
+
+def test_birth_places_and_wiki_lines() -> None:
+    from course.data import load_birth_places, load_wiki_lines
+
+    sizes = {"train": 2000, "dev": 500, "test": 437}
+    for split, size in sizes.items():
+        pairs = load_birth_places(split)
+        assert len(pairs) == size, split
+        assert all(q.startswith("Where was ") and q.endswith(" born?") for q, _ in pairs)
+        assert all(bool(place) == (split != "test") for _, place in pairs)
+    assert load_birth_places("train")[0] == ("Where was Khatchig Mouradian born?", "Lebanon")
+    lines = load_wiki_lines()
+    assert len(lines) == 2937 and all(lines)
+    assert lines[0].startswith("Khatchig Mouradian. ")
+    with pytest.raises(ValueError, match="split must be one of"):
+        load_birth_places("validation")

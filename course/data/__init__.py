@@ -17,9 +17,11 @@ downloaded. Importing this package sets ``HF_DATASETS_OFFLINE=1`` unless it is a
 from course.data.corpora import (
     DATA_DIR,
     data_file,
+    load_birth_places,
     load_novels,
     load_polarity,
     load_tiny_shakespeare,
+    load_wiki_lines,
 )
 from course.data.tokenizer import WordTokenizer
 
@@ -27,7 +29,9 @@ __all__ = [
     "DATA_DIR",
     "WordTokenizer",
     "data_file",
+    "load_birth_places",
     "load_novels",
     "load_polarity",
     "load_tiny_shakespeare",
+    "load_wiki_lines",
 ]

@@ -236,3 +236,38 @@ def load_novels() -> datasets.Dataset:
         texts += paragraphs
         books += [path.stem] * len(paragraphs)
     return datasets.Dataset.from_dict({"text": texts, "book": books})
+
+
+# ---------------------------------------------------------------- CS224N's birth places
+WIKI_FILE = "cs224n_a5/wiki.txt"
+BIRTH_PLACE_FILES = {
+    "train": "cs224n_a5/birth_places_train.tsv",
+    "dev": "cs224n_a5/birth_dev.tsv",
+    "test": "cs224n_a5/birth_test_inputs.tsv",
+}
+
+
+def load_wiki_lines() -> list[str]:
+    """The pretraining text of CS224N's assignment 5: one line per person, empty lines dropped.
+
+    Each line starts with a name and continues with sentences from that person's Wikipedia page
+    (2,937 lines, 419 kB of UTF-8; see ``course/data/cs224n_a5/SOURCE.md``).
+    """
+    text = data_file(WIKI_FILE).read_text(encoding="utf-8")
+    return [line for line in text.split("\n") if line]
+
+
+def load_birth_places(split: str) -> list[tuple[str, str]]:
+    """(question, place) pairs of CS224N's birth-place task: "train" (2,000), "dev" (500), or
+    "test" (437 questions; the place is "" since the answers were never published).
+
+    Questions read ``Where was NAME born?``; a place is the answer as the data writes it.
+    """
+    if split not in BIRTH_PLACE_FILES:
+        raise ValueError(f"split must be one of {sorted(BIRTH_PLACE_FILES)}, not {split!r}")
+    lines = data_file(BIRTH_PLACE_FILES[split]).read_text(encoding="utf-8").split("\n")
+    pairs = []
+    for line in filter(None, lines):
+        question, _, place = line.partition("\t")
+        pairs.append((question, place))
+    return pairs

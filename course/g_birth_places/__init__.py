@@ -1,0 +1,1 @@
+"""Assignment G (what a pretrained model knows): checks, character data, fine-tuning, checkpoint."""

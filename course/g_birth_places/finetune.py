@@ -1,0 +1,136 @@
+"""Training and answering for assignment G (no graded answer lives here).
+
+The model is any module whose ``forward(src, src_mask)`` maps ids (B, L) to logits (B, L, V)
+under a causal mask given by ``causal_mask(L)`` (the notebook's ``TransformerLM``).
+
+    history = train_steps(model, batches, steps=300, causal_mask=causal_mask, seed=0)
+    predictions = answer(model, vocab, questions, causal_mask)
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from course.g_birth_places.chars import IGNORE, CharVocab
+from course.g_birth_places.checks import MASK
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+@dataclass
+class History:
+    """What :func:`train_steps` measured."""
+
+    steps: int = 0
+    seconds: float = 0.0
+    losses: list[float] = field(default_factory=list)  # mean loss of each stretch of steps
+
+
+def epoch_batches(
+    x: torch.Tensor, y: torch.Tensor, batch_size: int, seed: int
+) -> Callable[[int], Batch]:
+    """``batches(step)`` for :func:`train_steps`: shuffled passes over (x, y), each batch cut
+    after its last target (the rows end with padding that no target needs)."""
+    gen = torch.Generator().manual_seed(seed)
+    order: list[torch.Tensor] = []
+
+    def batches(step: int) -> Batch:
+        if not order:
+            order.extend(torch.randperm(x.size(0), generator=gen).split(batch_size))
+        rows = order.pop(0)
+        bx, by = x[rows], y[rows]  # (b, block_size)
+        used = int((by != IGNORE).any(0).nonzero().max()) + 1
+        return bx[:, :used], by[:, :used]
+
+    return batches
+
+
+def train_steps(
+    model: nn.Module,
+    batches: Callable[[int], Batch],
+    steps: int,
+    causal_mask: Callable[[int], torch.Tensor],
+    lr: float = 6e-4,
+    warmup: int = 0,
+    seed: int = 0,
+    time_budget_s: float | None = None,
+    report_every: int = 50,
+    desc: str = "training",
+) -> History:
+    """AdamW on next-character cross-entropy (IGNORE targets skipped), cosine decay after a
+    linear warm-up, gradient clipping at 1; stops after ``steps`` or ``time_budget_s``."""
+    torch.manual_seed(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
+
+    def rate(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return 0.1 + 0.45 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
+
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
+    history, total, start = History(), torch.zeros(()), time.perf_counter()
+    model.train()
+    for step in tqdm(range(steps), desc=desc, leave=False, mininterval=2):
+        x, y = batches(step)
+        logits = model(x, causal_mask(x.size(1)))  # (B, L, V)
+        loss = nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=IGNORE)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        total += loss.detach()
+        history.steps = step + 1
+        if history.steps % report_every == 0:
+            history.losses.append(float(total) / report_every)
+            total = torch.zeros(())
+        if time_budget_s is not None and time.perf_counter() - start > time_budget_s:
+            break
+    history.seconds = time.perf_counter() - start
+    model.eval()
+    return history
+
+
+@torch.no_grad()
+def answer(
+    model: nn.Module,
+    vocab: CharVocab,
+    questions: Sequence[str],
+    causal_mask: Callable[[int], torch.Tensor],
+    block_size: int = 128,
+    max_chars: int = 20,
+) -> list[str]:
+    """Greedy answers: each question is followed by MASK and the model writes characters until
+    it writes MASK (or ``max_chars``, or the block is full). Questions of one length run as one
+    batch."""
+    model.eval()
+    mask_id = vocab.stoi[MASK]
+    answers = [""] * len(questions)
+    by_length: dict[int, list[int]] = {}
+    for index, question in enumerate(questions):
+        by_length.setdefault(len(question), []).append(index)
+    for indices in by_length.values():
+        ids = torch.stack([vocab.encode(questions[i] + MASK) for i in indices])  # (b, l)
+        done = torch.zeros(len(indices), dtype=torch.bool)
+        written: list[list[int]] = [[] for _ in indices]
+        for _ in range(min(max_chars, block_size - ids.size(1) + 1)):
+            logits = model(ids, causal_mask(ids.size(1)))[:, -1]  # (b, V)
+            logits[:, 0] = float("-inf")  # never PAD
+            step = logits.argmax(-1)  # (b,)
+            for row, char in enumerate(step.tolist()):
+                if not done[row] and char != mask_id:
+                    written[row].append(char)
+            done |= step == mask_id
+            if bool(done.all()):
+                break
+            ids = torch.cat([ids, step.unsqueeze(1)], dim=1)
+        for row, i in enumerate(indices):
+            answers[i] = vocab.decode(written[row])
+    return answers

@@ -1,0 +1,104 @@
+"""Assignment G's helpers: the shipped checkpoint, the rows, the answers, the pretraining script."""
+
+from __future__ import annotations
+
+import torch
+
+from course.g_birth_places import checkpoint, checks, finetune
+from course.g_birth_places.chars import IGNORE, CharVocab, question_rows
+from tools import pretrain_birth_places as pretrain
+
+
+def test_checkpoint_is_small_and_documented() -> None:
+    assert checkpoint.SHIPPED.stat().st_size / 1e6 < 5
+    code = pretrain.given()
+    model, vocab, info = checkpoint.load_pretrained(code.TransformerLM)
+    for key in ("config", "seed", "data_sha256", "data", "train", "loss", "untrained_loss"):
+        assert key in info, f"the checkpoint does not record {key}"
+    assert info["data_sha256"] == checkpoint.wiki_sha256(), "wiki.txt changed: pretrain again"
+    assert vocab.itos == CharVocab.build().itos
+    assert info["loss"] < info["untrained_loss"]
+    assert not info["train"]["smoke"], "the shipped checkpoint is a smoke run: pretrain again"
+
+
+def test_the_reference_span_corruption_passes_its_checks() -> None:
+    code = pretrain.given()
+    checks.diagnose_span_corruption(code.span_corruption, checks.span_case(3, hidden=True))
+
+
+def test_question_rows_train_on_the_answer_only() -> None:
+    vocab = CharVocab.build()
+    x, y = question_rows([("Where was Al born?", "Rome")], vocab, 32)
+    assert x.shape == y.shape == (1, 32)
+    assert vocab.decode(y[0][y[0] != IGNORE]) == "Rome" + checks.MASK
+
+
+def test_answer_stops_at_the_mask() -> None:
+    vocab = CharVocab.build()
+    target = vocab.encode("Rome" + checks.MASK)
+
+    class Spell(torch.nn.Module):
+        """Writes 'Rome' then MASK, whatever the question."""
+
+        def forward(self, src: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            logits = torch.zeros(*src.shape, len(vocab))
+            mask_at = (src == vocab.stoi[checks.MASK]).int().argmax(1)  # (B,)
+            step = (src.size(1) - 1 - mask_at).clamp(max=len(target) - 1)
+            logits[torch.arange(src.size(0)), -1, target[step]] = 1.0
+            return logits
+
+    questions = ["Where was A born?", "Where was Bo born?"]
+    got = finetune.answer(Spell(), vocab, questions, lambda length: None)
+    assert got == ["Rome", "Rome"]
+
+
+def test_pretrain_runs_and_saves_what_it_measured(tmp_path) -> None:
+    made = pretrain.pretrain(steps=3, batch_size=4, config={"d_model": 16, "d_hid": 32})
+    torch.save(made, tmp_path / "g.pt")
+    given = pretrain.given()
+    model, vocab, info = checkpoint.load_pretrained(given.TransformerLM, tmp_path / "g.pt")
+    assert info["train"]["steps"] == 3 and info["train"]["smoke"]
+    assert model.decoder.out_features == len(vocab)
+
+
+def test_pretraining_resumes_and_adds_up_its_budget(tmp_path) -> None:
+    first = pretrain.pretrain(steps=3, batch_size=4, config={"d_model": 16, "d_hid": 32})
+    torch.save(first, tmp_path / "first.pt")
+    second = pretrain.pretrain(steps=2, batch_size=4, resume=tmp_path / "first.pt")
+    assert second["config"] == first["config"] and second["seed"] == first["seed"]
+    assert second["train"]["steps"] == 5
+    assert [stage["steps"] for stage in second["train"]["stages"]] == [3, 2]
+    assert second["untrained_loss"] == first["untrained_loss"]
+
+
+def _written(text: str, span: tuple[int, int], block_size: int) -> str:
+    """prefix MASK suffix MASK span MASK, padded: the layout every correct answer returns."""
+    start, end = span
+    out = text[:start] + checks.MASK + text[end:] + checks.MASK + text[start:end] + checks.MASK
+    return out.ljust(block_size + 1, checks.PAD)
+
+
+def _from_floats(document: str, block_size: int, generator=None) -> str:
+    """Correct, drawing floats with torch.rand and scaling them, in the contract's order."""
+    cap = int(block_size * 7 / 8)
+    text = document[: 4 + int(torch.rand(1, generator=generator) * (cap - 3))]
+    span = 1 + int(torch.rand(1, generator=generator) * (len(text) // 2))
+    start = int(torch.rand(1, generator=generator) * (len(text) - span + 1))
+    return _written(text, (start, start + span), block_size)
+
+
+def _start_first(document: str, block_size: int, generator=None) -> str:
+    """Correct, drawing where the span starts first and its length from [n/8, 3n/8]."""
+    where = float(torch.rand(1, generator=generator))
+    cap = int(block_size * 7 / 8)
+    text = document[: int(torch.randint(4, cap + 1, (1,), generator=generator))]
+    low = max(1, len(text) // 8)
+    high = max(low, 3 * len(text) // 8)
+    span = int(torch.randint(low, high + 1, (1,), generator=generator))
+    start = min(int(where * (len(text) - span + 1)), len(text) - span)
+    return _written(text, (start, start + span), block_size)
+
+
+def test_span_checks_accept_correct_samplers_they_have_never_seen() -> None:
+    for sampler in (_from_floats, _start_first):
+        checks.diagnose_span_corruption(sampler, checks.span_case(3, hidden=True))

@@ -1,0 +1,208 @@
+"""Pretrain the character model that assignment G fine-tunes (instructors only).
+
+    python tools/pretrain_birth_places.py                  # the shipped budget (hours on 2 cores)
+    python tools/pretrain_birth_places.py --steps 40 --out /tmp/g.pt   # a smoke test
+
+The model is assignment D's language model as G's notebook gives it (the read-only cell
+``given_lm`` of ``source/g_birth_places/``), here over characters. The objective is CS224N's span
+corruption: at every step, random lines of ``wiki.txt`` are corrupted afresh by the notebook's
+reference solution (the cell ``span_corruption_solution``), so the checkpoint always fits the
+notebook and the student package holds no copy of a graded answer. The loss skips the PAD targets.
+
+The checkpoint holds the weights (float16; the positional table is rebuilt on loading) and what is
+needed to reproduce and judge them: configuration, characters, seed, SHA-256 of ``wiki.txt``,
+the budget (steps, seconds, threads, a ``smoke`` flag for short runs) and the loss per character on
+a fixed set of corrupted lines, before and after (:mod:`course.g_birth_places.checkpoint`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+from torch import nn
+
+from course.data import load_wiki_lines
+from course.g_birth_places import finetune
+from course.g_birth_places.chars import IGNORE, CharVocab, corruption_rows
+from course.g_birth_places.checkpoint import COMPUTED, SHIPPED, load_pretrained, wiki_sha256
+from course.g_birth_places.checks import MASK, PAD
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOK = REPO / "source" / "g_birth_places" / "birth_places.ipynb"
+SHIPPED_STEPS = 9_000  # the budget of the shipped checkpoint (see the README)
+
+
+@dataclass
+class CharLMConfig:
+    """Sizes of the notebook's ``TransformerLM`` (the arguments of its constructor)."""
+
+    ntokens: int
+    d_model: int = 128
+    nhead: int = 4
+    d_hid: int = 512
+    nlayers: int = 4
+    dropout: float = 0.1
+
+
+def notebook_cells(*grade_ids: str, notebook: Path = NOTEBOOK) -> SimpleNamespace:
+    """Run the notebook's cells ``grade_ids`` (the course's own code); return what they define."""
+    cells = {
+        cell.get("metadata", {}).get("nbgrader", {}).get("grade_id"): "".join(cell["source"])
+        for cell in json.loads(notebook.read_text())["cells"]
+    }
+    namespace: dict = {"math": math, "torch": torch, "nn": nn, "MASK": MASK, "PAD": PAD}
+    for grade_id in grade_ids:
+        if grade_id not in cells:
+            raise SystemExit(f"{notebook} has no cell with grade_id {grade_id!r}")
+        exec(cells[grade_id], namespace)  # noqa: S102 - the course's own cell
+    return SimpleNamespace(**namespace)
+
+
+def given() -> SimpleNamespace:
+    """The notebook's model (``TransformerLM``, ``causal_mask``) and reference
+    ``span_corruption``."""
+    return notebook_cells("given_lm", "span_corruption_solution")
+
+
+@torch.no_grad()
+def corruption_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor, causal_mask) -> float:
+    """Mean cross-entropy per target character (PAD targets skipped), in eval mode."""
+    model.eval()
+    total, count = 0.0, 0
+    for bx, by in zip(x.split(128), y.split(128), strict=True):
+        logits = model(bx, causal_mask(bx.size(1)))  # (b, L, V)
+        loss = nn.functional.cross_entropy(
+            logits.flatten(0, 1), by.flatten(), ignore_index=IGNORE, reduction="sum"
+        )
+        total, count = total + float(loss), count + int((by != IGNORE).sum())
+    return total / count
+
+
+def pretrain(
+    steps: int = SHIPPED_STEPS,
+    minutes: float | None = None,
+    seed: int = 0,
+    block_size: int = 128,
+    batch_size: int = 32,
+    lr: float = 6e-4,
+    warmup: int = 500,
+    config: dict | None = None,
+    resume: Path | None = None,
+) -> dict:
+    """Pretrain the notebook's ``TransformerLM`` with span corruption for ``steps`` steps (or
+    until ``minutes`` have passed); return the checkpoint (see the module's docstring).
+
+    With ``resume``, training goes on from that checkpoint's weights (its configuration, a new
+    warm-up and decay) and the budget recorded is the sum of both stages."""
+    code = given()
+    lines = load_wiki_lines()
+    vocab = CharVocab.build()
+    torch.manual_seed(seed)
+    earlier: dict = {"steps": 0, "seconds": 0, "stages": []}
+    first_seed, stage_seed, earlier_losses = seed, seed, []
+    if resume is not None:
+        model, _, info = load_pretrained(code.TransformerLM, resume)
+        cfg = CharLMConfig(**info["config"])
+        earlier, first_seed, earlier_losses = info["train"], info["seed"], info["train_losses"]
+        stage_seed = first_seed + len(earlier.get("stages", [1])) + 1  # fresh corruptions
+    else:
+        cfg = CharLMConfig(ntokens=len(vocab), **(config or {}))
+        model = code.TransformerLM(**asdict(cfg))
+    held = torch.Generator().manual_seed(12345)  # a fixed set of corrupted lines to measure
+    held_x, held_y = corruption_rows(lines, code.span_corruption, vocab, block_size, 512, held)
+    untrained = corruption_loss(model, held_x, held_y, code.causal_mask)
+    if resume is not None:
+        untrained = info["untrained_loss"]  # the loss of the first stage's random weights
+    gen = torch.Generator().manual_seed(stage_seed)
+
+    def batches(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return corruption_rows(lines, code.span_corruption, vocab, block_size, batch_size, gen)
+
+    history = finetune.train_steps(
+        model, batches, steps, code.causal_mask, lr=lr, warmup=min(warmup, steps // 10),
+        seed=stage_seed, time_budget_s=None if minutes is None else 60 * minutes, report_every=100,
+        desc="pretraining",
+    )  # fmt: skip
+    stage = {
+        "steps": history.steps,
+        "seconds": round(history.seconds),
+        "lr": lr,
+        "seed": stage_seed,
+    }
+    stages = earlier.get("stages") or ([] if resume is None else [_as_stage(earlier)])
+    total_steps = earlier["steps"] + history.steps
+    return {
+        "state_dict": {k: v.half() for k, v in model.state_dict().items() if k not in COMPUTED},
+        "config": asdict(cfg),
+        "itos": vocab.itos,
+        "seed": first_seed,
+        "data_sha256": wiki_sha256(),
+        "data": {"wiki_lines": len(lines), "characters": sum(map(len, lines))},
+        "train": {
+            "steps": total_steps,
+            "seconds": earlier["seconds"] + round(history.seconds),
+            "block_size": block_size,
+            "batch_size": batch_size,
+            "lr": lr,
+            "warmup": min(warmup, steps // 10),
+            "passes_over_wiki": round(total_steps * batch_size / len(lines), 1),
+            "stages": [*stages, stage],
+            "threads": torch.get_num_threads(),
+            "torch": str(torch.__version__),
+            "smoke": total_steps < SHIPPED_STEPS,
+        },
+        "train_losses": earlier_losses + history.losses,
+        "loss": corruption_loss(model, held_x, held_y, code.causal_mask),
+        "untrained_loss": untrained,
+    }
+
+
+def _as_stage(train: dict) -> dict:
+    """A checkpoint's single training run, as a stage of a resumed one."""
+    return {k: train[k] for k in ("steps", "seconds", "lr") if k in train}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Pretrain assignment G's character model.")
+    parser.add_argument("--steps", type=int, default=SHIPPED_STEPS, help="training steps")
+    parser.add_argument("--minutes", type=float, default=None, help="stop after this time")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--d-model", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--out", type=Path, default=SHIPPED)
+    parser.add_argument("--resume", type=Path, default=None, help="go on from this checkpoint")
+    args = parser.parse_args()
+    config = {"d_model": args.d_model, "d_hid": 4 * args.d_model, "nlayers": args.layers}
+    config["nhead"] = max(1, args.d_model // 32)
+    start = time.perf_counter()
+    checkpoint = pretrain(
+        steps=args.steps,
+        minutes=args.minutes,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        config=config,
+        resume=args.resume,
+    )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(checkpoint, args.out)
+    train = checkpoint["train"]
+    print(
+        f"wrote {args.out} ({args.out.stat().st_size / 1e6:.1f} MB) in "
+        f"{time.perf_counter() - start:.0f} s: {train['steps']} steps "
+        f"({train['steps'] / max(1, train['seconds']):.2f} steps/s, "
+        f"{train['passes_over_wiki']} passes over wiki.txt); loss per character "
+        f"{checkpoint['loss']:.3f} (untrained {checkpoint['untrained_loss']:.3f})"
+        + (" [SMOKE: not the shipped budget]" if train["smoke"] else "")
+    )
+
+
+if __name__ == "__main__":
+    main()

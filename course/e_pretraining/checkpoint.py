@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
 from torch import nn
 
+from course.checkpoints import COMPUTED, load_weights
 from course.data import WordTokenizer
 
 SHIPPED = Path(__file__).parent / "review_lm.pt"  # the checkpoint that ships with the course
-COMPUTED = ("pos_encoder.pe",)  # buffers rebuilt by the model's constructor, not stored
+__all__ = ["COMPUTED", "SHIPPED", "load_pretrained"]
 
 
 def load_pretrained(
@@ -28,22 +28,6 @@ def load_pretrained(
     Returns (model in float32 and eval mode, tokenizer, info), where ``info`` is the checkpoint
     without its weights and vocabulary (config, seed, data hash, budget, losses).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"No pretrained checkpoint at {path}. It ships with the course (restore it with "
-            "`git checkout course/e_pretraining/review_lm.pt`), or an instructor makes one with "
-            "`python tools/pretrain_review_lm.py`."
-        )
-    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    model = model_class(**checkpoint["config"])
-    weights = {k: v.float() for k, v in checkpoint["state_dict"].items()}
-    missing, unexpected = model.load_state_dict(weights, strict=False)
-    if set(missing) - set(COMPUTED) or unexpected:
-        raise ValueError(
-            f"{path} does not fit {model_class.__name__}: missing {missing}, unexpected "
-            f"{unexpected}. Is it the model given in the notebook?"
-        )
-    model.eval()
-    info = {k: v for k, v in checkpoint.items() if k not in ("state_dict", "vocab")}
-    return model, WordTokenizer(checkpoint["vocab"]), info
+    model, checkpoint = load_weights(model_class, path, SHIPPED, "tools/pretrain_review_lm.py")
+    vocab = checkpoint.pop("vocab")
+    return model, WordTokenizer(vocab), checkpoint

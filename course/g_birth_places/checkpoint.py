@@ -12,14 +12,14 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-import torch
 from torch import nn
 
+from course.checkpoints import COMPUTED, load_weights
 from course.data.corpora import WIKI_FILE, data_file
 from course.g_birth_places.chars import CharVocab
 
 SHIPPED = Path(__file__).parent / "wiki_char_lm.pt"  # the checkpoint that ships with the course
-COMPUTED = ("pos_encoder.pe",)  # buffers rebuilt by the model's constructor, not stored
+__all__ = ["COMPUTED", "SHIPPED", "load_pretrained", "wiki_sha256"]
 
 
 def wiki_sha256() -> str:
@@ -35,22 +35,6 @@ def load_pretrained(
     Returns (model in float32 and eval mode, vocabulary, info), where ``info`` is the checkpoint
     without its weights and characters (config, seed, data hash, budget, losses).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"No pretrained checkpoint at {path}. It ships with the course (restore it with "
-            "`git checkout course/g_birth_places/wiki_char_lm.pt`), or an instructor makes one "
-            "with `python tools/pretrain_birth_places.py`."
-        )
-    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    model = model_class(**checkpoint["config"])
-    weights = {k: v.float() for k, v in checkpoint["state_dict"].items()}
-    missing, unexpected = model.load_state_dict(weights, strict=False)
-    if set(missing) - set(COMPUTED) or unexpected:
-        raise ValueError(
-            f"{path} does not fit {model_class.__name__}: missing {missing}, unexpected "
-            f"{unexpected}. Is it the model given in the notebook?"
-        )
-    model.eval()
-    info = {k: v for k, v in checkpoint.items() if k not in ("state_dict", "itos")}
-    return model, CharVocab(checkpoint["itos"]), info
+    model, checkpoint = load_weights(model_class, path, SHIPPED, "tools/pretrain_birth_places.py")
+    itos = checkpoint.pop("itos")
+    return model, CharVocab(itos), checkpoint

@@ -1,0 +1,44 @@
+"""Loading the pretrained checkpoints that ship with the course (assignments E and G).
+
+A checkpoint is a dict saved by an instructor's script in ``tools/``: "config" (the arguments of
+the notebook's model class), "state_dict" (float16 weights, without the buffers the constructor
+rebuilds) and what made them (seed, data hash, budget, losses, the vocabulary).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+COMPUTED = ("pos_encoder.pe",)  # buffers rebuilt by the model's constructor, not stored
+
+
+def load_weights(
+    model_class: type[nn.Module], path: str | Path, shipped: Path, script: str
+) -> tuple[nn.Module, dict]:
+    """Build ``model_class(**config)`` from the checkpoint at ``path`` and load its weights.
+
+    Returns (model in float32 and eval mode, the checkpoint without its weights). ``shipped``
+    (the course's own checkpoint) and ``script`` (the instructor's script that makes it) are
+    named when the file is missing.
+    """
+    path = Path(path)
+    if not path.is_file():
+        in_repo = shipped.resolve().relative_to(Path(__file__).resolve().parents[1])
+        raise FileNotFoundError(
+            f"No pretrained checkpoint at {path}. It ships with the course (restore it with "
+            f"`git checkout {in_repo}`), or an instructor makes one with `python {script}`."
+        )
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    model = model_class(**checkpoint["config"])
+    weights = {k: v.float() for k, v in checkpoint["state_dict"].items()}
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    if set(missing) - set(COMPUTED) or unexpected:
+        raise ValueError(
+            f"{path} does not fit {model_class.__name__}: missing {missing}, unexpected "
+            f"{unexpected}. Is it the model given in the notebook?"
+        )
+    model.eval()
+    return model, {k: v for k, v in checkpoint.items() if k != "state_dict"}

@@ -105,6 +105,7 @@ def train_lm(
     seed: int = 0,
     progress: bool = True,
     desc: str = "training",
+    lr_factor: Callable[[int], float] | None = None,
 ) -> History:
     """Train a language model with teacher forcing and return what was measured.
 
@@ -129,6 +130,8 @@ def train_lm(
         seed: seed of the batch order (and of dropout).
         progress: show a tqdm progress bar.
         desc: label of the progress bar.
+        lr_factor: step -> multiplier of ``lr`` (a schedule such as :func:`warmup_cosine`);
+            None keeps ``lr`` constant.
     """
     if time_budget_s is None and max_steps is None:
         raise ValueError("give a time budget, a step budget, or both")
@@ -141,6 +144,9 @@ def train_lm(
     order_gen = torch.Generator().manual_seed(seed)
     mask = None if causal_mask is None else causal_mask(length).to(train_inputs.device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    schedule = (
+        None if lr_factor is None else torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
+    )
     history = History()
     running = torch.zeros(())  # sum of the losses since the last evaluation, on-tensor
     since_eval = 0
@@ -183,6 +189,8 @@ def train_lm(
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), clip)
         optimizer.step()
+        if schedule is not None:
+            schedule.step()
         running += loss.detach()
         since_eval += 1
         history.total_steps += 1
@@ -198,6 +206,24 @@ def train_lm(
     history.train_seconds = train_seconds
     model.eval()
     return history
+
+
+def warmup_cosine(steps: int, warmup: int, floor: float = 0.1) -> Callable[[int], float]:
+    """A learning-rate multiplier for :func:`train_lm`: linear warm-up, then a cosine decay.
+
+    The factor rises from ``1 / warmup`` to 1 over the first ``warmup`` steps, then falls along
+    half a cosine to ``floor`` at step ``steps`` (and stays there).
+    """
+    if not 0 <= warmup < steps:
+        raise ValueError(f"warmup must be in [0, steps), got warmup={warmup}, steps={steps}")
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        done = min(1.0, (step - warmup) / (steps - warmup))
+        return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * done))
+
+    return factor
 
 
 def plot_validation_curves(

@@ -322,6 +322,21 @@ def test_novels_are_paragraphs_without_title_lines() -> None:
     assert sum(len(text.split()) for text in texts) > 500_000
 
 
+def test_wikitext_is_plain_paragraphs_with_its_unknown_words() -> None:
+    from course.data import WordTokenizer, load_wikitext
+
+    paragraphs = load_wikitext()
+    assert len(paragraphs) == 4024  # 8,118 lines less the headings and the empty lines
+    assert not any(line.startswith("=") for line in paragraphs)
+    assert not any(" @-@ " in line or " @,@ " in line or " @.@ " in line for line in paragraphs)
+    assert paragraphs[0].startswith("Homarus gammarus , known as the European lobster")
+    words = sum(len(line.split()) for line in paragraphs)
+    assert 400_000 < words < 455_097, words
+    assert WordTokenizer.tokenize("a <unk> lobster") == ["a", "<unk>", "lobster"]
+    tokenizer = WordTokenizer.build(["a lobster"])
+    assert tokenizer.encode("a <unk> lobster") == tokenizer.encode("a krill lobster")
+
+
 def test_birth_places_and_wiki_lines() -> None:
     from course.data import load_birth_places, load_wiki_lines
 

@@ -21,6 +21,7 @@ from course.e_pretraining import checkpoint, finetune, text
 from tools import pretrain_review_lm as pretrain
 
 matplotlib.use("Agg")
+OLD_PARTS = ("novels", "review_validation", "reviews")
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +51,8 @@ def test_checkpoint_is_small_and_documented(shipped):
 
 def test_checkpoint_was_made_from_the_shipped_text(shipped, texts):
     _, _, info = shipped
-    assert info["data_sha256"] == text.text_hash(texts), (
+    used = {name: texts[name] for name in info["data"].get("parts", OLD_PARTS)}
+    assert info["data_sha256"] == text.text_hash(used), (
         "the pretraining text has changed since the checkpoint was made: re-run "
         "`python tools/pretrain_review_lm.py`"
     )
@@ -106,8 +108,14 @@ def test_leak_filter_drops_lines_that_contain_a_held_out_sentence():
 
 def test_pretrain_runs_and_saves_what_it_measured(tmp_path, monkeypatch):
     small = {"reviews": ["a good film ."] * 40, "review_validation": ["a bad film ."] * 10}
-    monkeypatch.setattr(pretrain, "pretraining_texts", lambda seed=0: {**small, "novels": []})
-    made = pretrain.pretrain(minutes=0.02, seq_len=8, config={"d_model": 16, "d_hid": 32})
+    small |= {"novels": ["a long chapter ."], "wikitext": ["an article ."]}
+    monkeypatch.setattr(pretrain, "pretraining_texts", lambda seed=0: small)
+    tiny = {"d_model": 16, "d_hid": 32}
+    scheduled = pretrain.pretrain(steps=6, warmup=2, seq_len=8, config=tiny, extra=["novels"])
+    assert scheduled["train"]["steps"] == 6 and scheduled["train"]["val_steps"] == [6]
+    assert scheduled["data"]["parts"] == ["novels", "review_validation", "reviews"]
+    assert "cosine" in scheduled["train"]["schedule"]
+    made = pretrain.pretrain(minutes=0.02, seq_len=8, config=tiny)
     torch.save(made, tmp_path / "lm.pt")
     given = pretrain.given_lm()
     model, tokenizer, info = checkpoint.load_pretrained(given.TransformerLM, tmp_path / "lm.pt")

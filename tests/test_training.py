@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import matplotlib
@@ -90,6 +91,36 @@ def test_train_lm_time_budget_and_final_evaluation(cyclic) -> None:
     assert history.total_steps >= 1
     assert 0.3 <= history.train_seconds < 5
     assert history.steps == [history.total_steps]  # evaluated once, at the end
+
+
+def test_warmup_cosine_rises_then_falls_to_the_floor() -> None:
+    factor = training.warmup_cosine(steps=100, warmup=10, floor=0.1)
+    assert factor(0) == pytest.approx(0.1) and factor(9) == pytest.approx(1.0)
+    assert factor(10) == pytest.approx(1.0)
+    assert factor(55) == pytest.approx(0.55)  # half way down the cosine
+    assert factor(100) == pytest.approx(0.1) == factor(500)
+    falling = [factor(s) for s in range(10, 101)]
+    assert all(a >= b for a, b in itertools.pairwise(falling))
+    with pytest.raises(ValueError, match="warmup"):
+        training.warmup_cosine(steps=10, warmup=10)
+
+
+def test_train_lm_follows_the_learning_rate_schedule(cyclic) -> None:
+    x, y = cyclic
+    model = LSTMModel(10, 8, 8, 1, dropout=0.0)
+    seen = []
+    training.train_lm(
+        model, x, y, x[:4], y[:4], causal_mask=None, batch_size=8, lr=1.0, time_budget_s=None,
+        max_steps=5, progress=False, lr_factor=lambda step: seen.append(step) or 0.0,
+    )  # fmt: skip
+    assert seen == [0, 1, 2, 3, 4, 5]  # the factor of every step, and of the step after
+    frozen = LSTMModel(10, 8, 8, 1, dropout=0.0)
+    before = [p.clone() for p in frozen.parameters()]
+    training.train_lm(
+        frozen, x, y, x[:4], y[:4], causal_mask=None, batch_size=8, time_budget_s=None,
+        max_steps=3, progress=False, lr_factor=lambda step: 0.0, weight_decay=0.0,
+    )  # fmt: skip
+    assert all(torch.equal(a, b) for a, b in zip(before, frozen.parameters(), strict=True))
 
 
 def test_train_lm_rejects_bad_arguments(cyclic) -> None:

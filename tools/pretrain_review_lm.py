@@ -22,6 +22,7 @@ import argparse
 import json
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -37,6 +38,7 @@ from course.e_pretraining.text import SPLIT_SEED, pretraining_texts, text_hash
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "source" / "e_pretraining" / "pretraining_and_finetuning.ipynb"
 GIVEN_CELL = "given_lm"
+EXTRA_PARTS = ("novels", "wikitext")  # unlabelled text besides the training-split reviews
 
 
 @dataclass
@@ -74,8 +76,9 @@ def pretrain(
     batch_size: int = 32,
     lr: float = 1e-3,
     vocab_size: int = 6000,
-    novels: bool = True,
+    extra: Sequence[str] = EXTRA_PARTS,
     review_repeats: int = 3,
+    warmup: int = 500,
     config: dict | None = None,
 ) -> dict:
     """Pretrain the notebook's ``TransformerLM`` for ``steps`` steps or ``minutes``.
@@ -92,10 +95,11 @@ def pretrain(
     """
     given = given_lm()
     texts = pretraining_texts()
+    used = {name: texts[name] for name in ("reviews", "review_validation", *extra)}
     tokenizer = WordTokenizer.build(texts["reviews"], max_size=vocab_size, min_freq=2)
     # The reviews are the text the classifier will read, but only about a fifth of the tokens:
     # they are repeated, so that they weigh about as much as the novels.
-    train_lines = texts["reviews"] * review_repeats + (texts["novels"] if novels else [])
+    train_lines = texts["reviews"] * review_repeats + [line for n in extra for line in texts[n]]
     train_x, train_y = given.make_lm_batches(tokenizer.encode_corpus(train_lines), seq_len)
     val_x, val_y = given.make_lm_batches(
         tokenizer.encode_corpus(texts["review_validation"]), seq_len
@@ -115,6 +119,7 @@ def pretrain(
         lr=lr,
         time_budget_s=None if minutes is None else minutes * 60,
         max_steps=steps,
+        lr_factor=None if steps is None else training.warmup_cosine(steps, min(warmup, steps - 1)),
         eval_every=500,
         seed=seed,
         desc="pretraining",
@@ -124,12 +129,14 @@ def pretrain(
         "config": asdict(cfg),
         "vocab": tokenizer.itos,
         "seed": seed,
-        "data_sha256": text_hash(texts),
+        "data_sha256": text_hash(used),
         "data": {
             "reviews": len(texts["reviews"]),
             "review_validation": len(texts["review_validation"]),
             "review_repeats": review_repeats,
-            "novel_paragraphs": len(texts["novels"]) if novels else 0,
+            "parts": sorted(used),
+            "novel_paragraphs": len(used.get("novels", [])),
+            "wikitext_paragraphs": len(used.get("wikitext", [])),
             "train_tokens": train_x.numel(),
             "split_seed": SPLIT_SEED,
         },
@@ -140,6 +147,9 @@ def pretrain(
             "seq_len": seq_len,
             "batch_size": batch_size,
             "lr": lr,
+            "schedule": "constant" if steps is None else f"warm-up {warmup} steps, cosine to 0.1",
+            "val_steps": history.steps,
+            "val_losses": [round(loss, 4) for loss in history.val_loss],
             "torch": str(torch.__version__),
         },
         "val_loss": history.val_loss[-1],
@@ -152,8 +162,18 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1500, help="training steps")
     parser.add_argument("--minutes", type=float, default=None, help="or a training time")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-novels", action="store_true", help="pretrain on the reviews only")
+    parser.add_argument(
+        "--without",
+        nargs="*",
+        default=[],
+        choices=EXTRA_PARTS,
+        help="leave out these parts of the text (the reviews always stay)",
+    )
     parser.add_argument("--review-repeats", type=int, default=3, help="copies of the reviews")
+    parser.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
+    parser.add_argument("--d-model", type=int, default=128, help="width (feed-forward: twice)")
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--out", type=Path, default=SHIPPED)
     args = parser.parse_args()
     start = time.perf_counter()
@@ -161,9 +181,12 @@ def main() -> None:
         steps=None if args.minutes is not None else args.steps,
         minutes=args.minutes,
         seed=args.seed,
-        novels=not args.no_novels,
+        extra=[part for part in EXTRA_PARTS if part not in args.without],
         review_repeats=args.review_repeats,
-    )
+        lr=args.lr,
+        config={"d_model": args.d_model, "d_hid": 2 * args.d_model, "nlayers": args.layers,
+                "dropout": args.dropout},
+    )  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(checkpoint, args.out)
     size_mb = args.out.stat().st_size / 1e6
@@ -173,6 +196,8 @@ def main() -> None:
         f"validation perplexity {math.exp(checkpoint['val_loss']):.1f} "
         f"(untrained {math.exp(checkpoint['untrained_val_loss']):.0f})"
     )
+    curve = zip(checkpoint["train"]["val_steps"], checkpoint["train"]["val_losses"], strict=True)
+    print("held-out loss by step: " + ", ".join(f"{s}: {loss:.3f}" for s, loss in curve))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from course.data.corpora import (
     load_polarity,
     load_tiny_shakespeare,
     load_wiki_lines,
+    load_wikitext,
 )
 from course.data.tokenizer import WordTokenizer
 
@@ -34,4 +35,5 @@ __all__ = [
     "load_polarity",
     "load_tiny_shakespeare",
     "load_wiki_lines",
+    "load_wikitext",
 ]

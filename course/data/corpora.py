@@ -8,6 +8,7 @@ Nothing is downloaded unless you ask for ``source="hub"``.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 # Offline by default: the notebooks must run without network access. This has to happen
@@ -236,6 +237,30 @@ def load_novels() -> datasets.Dataset:
         texts += paragraphs
         books += [path.stem] * len(paragraphs)
     return datasets.Dataset.from_dict({"text": texts, "book": books})
+
+
+# ---------------------------------------------------------------- WikiText-2 (valid and test)
+WIKITEXT_FILES = ("wikitext-2/wiki.valid.tokens", "wikitext-2/wiki.test.tokens")
+# WikiText splits numbers and hyphenated words with "@": "1 @,@ 000", "3 @.@ 5", "well @-@ known".
+_WIKITEXT_JOINS = re.compile(r" @([-,.])@ ")
+
+
+def load_wikitext() -> list[str]:
+    """The paragraphs of WikiText-2's validation and test splits, as plain text, in file order.
+
+    Good and Featured English Wikipedia articles (Merity et al., 2016; see
+    ``course/data/wikitext-2/SOURCE.md``), unlabelled text for pretraining (assignment E).
+    Headings (" = Title = ") and empty lines are dropped, and the "@-@", "@,@" and "@.@" joins
+    are undone ("well @-@ known" becomes "well-known"). Rare words stay "<unk>", which the
+    course's tokenizer reads as its unknown token.
+    """
+    paragraphs = []
+    for relative in WIKITEXT_FILES:
+        for line in data_file(relative).read_text(encoding="utf-8").split("\n"):
+            line = line.strip()
+            if line and not line.startswith("= "):
+                paragraphs.append(_WIKITEXT_JOINS.sub(r"\1", line))
+    return paragraphs
 
 
 # ---------------------------------------------------------------- CS224N's birth places

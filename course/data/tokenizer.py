@@ -21,9 +21,10 @@ import torch
 PAD, UNK, EOS, MASK = "<pad>", "<unk>", "<eos>", "<mask>"
 DEFAULT_SPECIALS: tuple[str, ...] = (PAD, UNK, EOS, MASK)
 
-# A token is either a word (letters and digits, any alphabet, with inner apostrophes kept:
-# "don't", "o'er", "century's") or a single other visible character ("," "." "-" "'" ...).
-TOKEN_PATTERN = re.compile(r"[^\W_]+(?:'[^\W_]+)*|\S")
+# A token is "<unk>" written in a text (WikiText marks its rare words so), a word (letters and
+# digits, any alphabet, with inner apostrophes kept: "don't", "o'er", "century's") or a single
+# other visible character ("," "." "-" "'" ...).
+TOKEN_PATTERN = re.compile(r"<unk>|[^\W_]+(?:'[^\W_]+)*|\S")
 
 
 def _check_texts(texts: object, name: str = "texts") -> None:

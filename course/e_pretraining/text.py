@@ -1,9 +1,10 @@
 """The unlabelled text that assignment E's language model was pretrained on.
 
 The text ships with the course (see :func:`pretraining_texts`): the sentences of the *training*
-split of the movie-review polarity data (their labels are never read) and six public-domain
-novels. Any line that contains a sentence of the classification validation or test split is
-left out, so the classifier is never evaluated on text the language model has read.
+split of the movie-review polarity data (their labels are never read), six public-domain
+novels and the Wikipedia articles of WikiText-2's validation and test splits. Any line that
+contains a sentence of the classification validation or test split is left out, so the
+classifier is never evaluated on text the language model has read.
 
 The instructor's script ``tools/pretrain_review_lm.py`` trains on it; the notebook measures the
 model on the held-out review sentences (:func:`review_validation_sentences`).
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 
-from course.data import WordTokenizer, load_novels, load_polarity
+from course.data import WordTokenizer, load_novels, load_polarity, load_wikitext
 
 SPLIT_SEED = 0  # the seed of load_polarity's split that the classifier uses
 LM_VAL_SENTENCES = 500  # review sentences held out from pretraining, to measure the LM
@@ -57,15 +58,17 @@ def pretraining_texts(seed: int = SPLIT_SEED) -> dict[str, list[str]]:
     Returns:
         "reviews": training-split review sentences for the LM's training;
         "review_validation": the last ``LM_VAL_SENTENCES`` of them, held out to measure the LM;
-        "novels": paragraphs of the six novels.
+        "novels": paragraphs of the six novels;
+        "wikitext": paragraphs of WikiText-2's validation and test articles.
         No line of any part contains a classification validation or test sentence.
     """
     reviews = review_sentences(seed)
-    novels = _without_leaks(list(load_novels()["text"]), held_out_sentences(seed))
+    held_out = held_out_sentences(seed)
     return {
         "reviews": reviews[:-LM_VAL_SENTENCES],
         "review_validation": reviews[-LM_VAL_SENTENCES:],
-        "novels": novels,
+        "novels": _without_leaks(list(load_novels()["text"]), held_out),
+        "wikitext": _without_leaks(load_wikitext(), held_out),
     }
 
 

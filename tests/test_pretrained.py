@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import matplotlib
+import matplotlib.pyplot as plt
 import pytest
 import torch
 from torch import nn
@@ -21,7 +22,6 @@ from course.e_pretraining import checkpoint, finetune, text
 from tools import pretrain_review_lm as pretrain
 
 matplotlib.use("Agg")
-OLD_PARTS = ("novels", "review_validation", "reviews")
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,8 @@ def test_checkpoint_is_small_and_documented(shipped):
 
 def test_checkpoint_was_made_from_the_shipped_text(shipped, texts):
     _, _, info = shipped
-    used = {name: texts[name] for name in info["data"].get("parts", OLD_PARTS)}
+    used = {name: texts[name] for name in info["data"]["parts"]}
+    assert {"reviews", "review_validation", "novels", "wikitext"} <= set(used)
     assert info["data_sha256"] == text.text_hash(used), (
         "the pretraining text has changed since the checkpoint was made: re-run "
         "`python tools/pretrain_review_lm.py`"
@@ -201,3 +202,44 @@ def test_summary_and_plot_report_mean_and_spread():
     assert "60.0 ± 0.0" in table and "72.0 ± 2.0" in table
     ax = finetune.plot_accuracy_curves({"setup": runs})
     assert ax.get_ylabel() == "validation accuracy (%)"
+
+
+def test_label_count_curves_measure_every_setup_count_and_seed():
+    tokenizer = WordTokenizer.build(["good great fine bad awful poor"])
+    texts = ["good great", "bad awful", "fine good", "poor bad"] * 10
+    pool = {"text": texts, "label": [1, 0, 1, 0] * 10}
+    built = []
+
+    def build(setup: str, seed: int) -> nn.Module:
+        built.append((setup, seed))
+        torch.manual_seed(seed)
+        model = BagOfWords(len(tokenizer))
+        if setup == "frozen":
+            model.embedding.requires_grad_(False)
+        return model
+
+    curves = finetune.label_count_curves(
+        build, ["free", "frozen"], tokenizer, pool, separable(tokenizer, 16), [4, 12], [0, 1],
+        epochs=3, lr=0.05, batch_size=4,
+    )  # fmt: skip
+    assert built == [(s, seed) for seed in (0, 1) for _ in (4, 12) for s in ("free", "frozen")]
+    assert set(curves) == {"free", "frozen"} and set(curves["free"]) == {4, 12}
+    assert all(len(accs) == 2 and all(0 <= a <= 100 for a in accs)
+               for by_count in curves.values() for accs in by_count.values())  # fmt: skip
+    assert curves["free"][12] == [100.0, 100.0]
+    table = finetune.lead_table(curves, "free", "frozen")
+    gaps = [a - b for a, b in zip(curves["free"][4], curves["frozen"][4], strict=True)]
+    assert "free minus frozen" in table and f"{gaps[0]:+5.1f}" in table.splitlines()[1]
+    _, ax = plt.subplots()
+    assert finetune.plot_label_curves(curves, ax=ax) is ax
+    assert ax.get_xscale() == "log" and ax.get_xlabel() == "labelled training reviews"
+    assert len(ax.collections) == 2  # one band per setup
+
+
+def test_fine_tuning_without_validation_measures_nothing():
+    tokenizer = WordTokenizer.build(["good great fine bad awful poor"])
+    history = finetune.train_classifier(
+        BagOfWords(len(tokenizer)), separable(tokenizer, 16), None, epochs=2
+    )
+    assert history.epochs == [0, 1, 2] and history.val_accuracy == []
+    assert len(history.train_loss) == 3

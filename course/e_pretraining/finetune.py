@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import matplotlib.pyplot as plt
@@ -91,7 +91,7 @@ def accuracy(model: nn.Module, data: Labelled, batch_size: int = 256) -> float:
 def train_classifier(
     model: nn.Module,
     train: Labelled,
-    val: Labelled,
+    val: Labelled | None,
     *,
     epochs: int = 6,
     lr: float = 5e-4,
@@ -103,7 +103,8 @@ def train_classifier(
 
     Args:
         model: forward(ids (B, L), lengths (B,)) -> logits (B, n_classes).
-        train, val: labelled splits (see :func:`encode_labelled`).
+        train, val: labelled splits (see :func:`encode_labelled`); with ``val=None`` nothing is
+            evaluated (``val_accuracy`` stays empty), which saves time when only the end counts.
         epochs: passes over ``train``.
         lr, weight_decay: AdamW settings.
         batch_size: examples per step.
@@ -117,8 +118,9 @@ def train_classifier(
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
     history = ClassifierHistory(trainable=sum(p.numel() for p in params))
     history.epochs.append(0)
-    history.val_accuracy.append(accuracy(model, val))
     history.train_loss.append(math.nan)
+    if val is not None:
+        history.val_accuracy.append(accuracy(model, val))
     for epoch in range(1, epochs + 1):
         model.train()
         start, total, steps = time.perf_counter(), torch.zeros(()), 0
@@ -134,7 +136,8 @@ def train_classifier(
         history.seconds += time.perf_counter() - start
         history.epochs.append(epoch)
         history.train_loss.append(float(total) / steps)
-        history.val_accuracy.append(accuracy(model, val))
+        if val is not None:
+            history.val_accuracy.append(accuracy(model, val))
     model.eval()
     return history
 
@@ -187,4 +190,76 @@ def summary(results: Mapping[str, Sequence[ClassifierHistory]], at_epochs: Seque
         mean, spread = mean_and_spread([100 * max(run.val_accuracy[1:]) for run in runs])
         cells.append(f"{mean:>9.1f} ± {spread:<4.1f}")
         lines.append(f"{name:<{width}}{''.join(cells)}{runs[0].trainable:>12,}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ the label-count experiment
+LabelCurves = dict[str, dict[int, list[float]]]  # setup -> labels -> accuracy (%) per seed
+
+
+def label_count_curves(
+    build: Callable[[str, int], nn.Module],
+    setups: Sequence[str],
+    tokenizer: WordTokenizer,
+    pool: Mapping[str, Sequence],
+    val: Labelled,
+    counts: Sequence[int],
+    seeds: Sequence[int],
+    **train_args: object,
+) -> LabelCurves:
+    """Validation accuracy (%) of each setup after training on ``n`` labelled examples.
+
+    For every seed and count ``n``, ``n`` balanced examples are drawn from ``pool`` (columns
+    "text" and "label") with the seed (so that, for one seed, each sample holds the smaller
+    ones), each setup's model is built by ``build(setup, seed)``, trained by
+    :func:`train_classifier` with ``train_args`` (epochs, lr, batch_size) and measured once, at
+    the end, on ``val``.
+    """
+    curves: LabelCurves = {setup: {n: [] for n in counts} for setup in setups}
+    for seed in seeds:
+        for n in counts:
+            rows = balanced_sample(pool["label"], n, seed)
+            texts, labels = [pool["text"][r] for r in rows], [pool["label"][r] for r in rows]
+            train = encode_labelled(tokenizer, texts, labels)
+            for setup in setups:
+                model = build(setup, seed)
+                train_classifier(model, train, None, seed=seed, **train_args)
+                curves[setup][n].append(100 * accuracy(model, val))
+            print(
+                f"seed {seed}, {n:>5} labels:",
+                ", ".join(f"{setup} {curves[setup][n][-1]:.1f}" for setup in setups),
+            )
+    return curves
+
+
+def plot_label_curves(curves: LabelCurves, ax: plt.Axes | None = None) -> plt.Axes:
+    """Accuracy against the number of labels (log scale): the mean over seeds, a min-max band."""
+    ax = ax or plt.gca()
+    for setup, by_count in curves.items():
+        counts = sorted(by_count)
+        table = torch.tensor([by_count[n] for n in counts])  # (counts, seeds)
+        seeds = table.size(1)
+        ax.plot(counts, table.mean(1), marker="o", linewidth=2, label=f"{setup} ({seeds} seeds)")
+        ax.fill_between(counts, table.min(1).values, table.max(1).values, alpha=0.2)
+    ax.axhline(50, color="grey", linestyle=":", linewidth=1, label="chance (50%)")
+    ax.set_xscale("log")
+    ax.set_xticks(counts, [str(n) for n in counts])
+    ax.minorticks_off()
+    ax.set_xlabel("labelled training reviews")
+    ax.set_ylabel("validation accuracy (%)")
+    ax.set_title("accuracy against labels (mean over seeds; band: min to max)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return ax
+
+
+def lead_table(curves: LabelCurves, ahead: str, behind: str) -> str:
+    """Per number of labels: ``ahead``'s accuracy minus ``behind``'s, seed by seed, in points."""
+    lines = [f"{ahead} minus {behind} (points), seed by seed:"]
+    for n in sorted(curves[ahead]):
+        gaps = [a - b for a, b in zip(curves[ahead][n], curves[behind][n], strict=True)]
+        mean = statistics.fmean(gaps)
+        lines.append(
+            f"{n:>6} labels: " + " ".join(f"{g:+5.1f}" for g in gaps) + f"   (mean {mean:+.1f})"
+        )
     return "\n".join(lines)

@@ -193,6 +193,18 @@ def test_balanced_sample_is_balanced_and_seeded():
     assert rows != finetune.balanced_sample(labels, 40, seed=4)
 
 
+def test_sample_labelled_is_balanced_and_each_sample_holds_the_smaller_ones():
+    tokenizer = WordTokenizer.build(["good great fine bad awful poor"])
+    words = ["good", "great", "fine", "bad", "awful", "poor"]
+    pool = {"text": [f"{w} {v}" for w in words for v in words], "label": [0, 1] * 18}
+    small = finetune.sample_labelled(tokenizer, pool, 6, seed=1)
+    large = finetune.sample_labelled(tokenizer, pool, 12, seed=1)
+    assert len(small) == 6 and int(small.labels.sum()) == 3
+    assert len(large) == 12 and int(large.labels.sum()) == 6
+    rows = {tuple(r[:n].tolist()) for r, n in zip(large.ids, large.lengths, strict=True)}
+    assert {tuple(r[:n].tolist()) for r, n in zip(small.ids, small.lengths, strict=True)} <= rows
+
+
 def test_summary_and_plot_report_mean_and_spread():
     runs = [
         finetune.ClassifierHistory([0, 1, 2], [0.5, 0.6, 0.7 + 0.02 * s], [math.nan, 1, 1], 1.0, 10)

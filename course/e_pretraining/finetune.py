@@ -64,6 +64,18 @@ def balanced_sample(labels: Sequence[int], n: int, seed: int) -> list[int]:
     return sorted(chosen)
 
 
+def sample_labelled(
+    tokenizer: WordTokenizer, pool: Mapping[str, Sequence], n: int, seed: int
+) -> Labelled:
+    """``n`` balanced examples of ``pool`` (columns "text" and "label"), drawn with ``seed``.
+
+    The rows are :func:`balanced_sample`'s; for one seed, a sample holds every smaller one.
+    """
+    texts, labels = list(pool["text"]), list(pool["label"])  # a dataset's columns, read once
+    rows = balanced_sample(labels, n, seed)
+    return encode_labelled(tokenizer, [texts[r] for r in rows], [labels[r] for r in rows])
+
+
 @dataclass
 class ClassifierHistory:
     """What :func:`train_classifier` measured; entry 0 of the lists is before any training."""
@@ -209,18 +221,15 @@ def label_count_curves(
 ) -> LabelCurves:
     """Validation accuracy (%) of each setup after training on ``n`` labelled examples.
 
-    For every seed and count ``n``, ``n`` balanced examples are drawn from ``pool`` (columns
-    "text" and "label") with the seed (so that, for one seed, each sample holds the smaller
-    ones), each setup's model is built by ``build(setup, seed)``, trained by
+    For every seed and count ``n``, ``n`` examples are drawn from ``pool`` by
+    :func:`sample_labelled`, each setup's model is built by ``build(setup, seed)``, trained by
     :func:`train_classifier` with ``train_args`` (epochs, lr, batch_size) and measured once, at
     the end, on ``val``.
     """
     curves: LabelCurves = {setup: {n: [] for n in counts} for setup in setups}
     for seed in seeds:
         for n in counts:
-            rows = balanced_sample(pool["label"], n, seed)
-            texts, labels = [pool["text"][r] for r in rows], [pool["label"][r] for r in rows]
-            train = encode_labelled(tokenizer, texts, labels)
+            train = sample_labelled(tokenizer, pool, n, seed)
             for setup in setups:
                 model = build(setup, seed)
                 train_classifier(model, train, None, seed=seed, **train_args)

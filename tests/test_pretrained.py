@@ -255,3 +255,33 @@ def test_fine_tuning_without_validation_measures_nothing():
     )
     assert history.epochs == [0, 1, 2] and history.val_accuracy == []
     assert len(history.train_loss) == 3
+
+
+def test_a_step_budget_gives_the_same_number_of_steps_whatever_the_data_size():
+    tokenizer = WordTokenizer.build(["good great fine bad awful poor"])
+    for n in (4, 16, 40):
+        model = BagOfWords(len(tokenizer))
+        calls = []
+        model.register_forward_hook(lambda *args, calls=calls: calls.append(1))
+        history = finetune.train_classifier(
+            model, separable(tokenizer, n), None, steps=7, batch_size=4
+        )
+        assert len(calls) == 7, f"{len(calls)} steps on {n} examples"
+        assert history.epochs == [0, 1] and len(history.train_loss) == 2
+
+
+def test_label_count_curves_give_a_setup_its_own_learning_rate(monkeypatch):
+    tokenizer = WordTokenizer.build(["good great fine bad awful poor"])
+    pool = {"text": ["good great", "bad awful"] * 8, "label": [1, 0] * 8}
+    seen = []
+
+    def record(model, train, val, **args):
+        seen.append(args["lr"])
+        return finetune.ClassifierHistory()
+
+    monkeypatch.setattr(finetune, "train_classifier", record)
+    finetune.label_count_curves(
+        lambda setup, seed: BagOfWords(len(tokenizer)), ["a", "b"], tokenizer, pool,
+        separable(tokenizer, 8), [4], [0], lrs={"b": 0.1}, steps=3, lr=0.01,
+    )  # fmt: skip
+    assert seen == [0.01, 0.1]

@@ -95,6 +95,7 @@ def pretrain(
     warmup: int = 500,
     config: dict | None = None,
     resume: Path | None = None,
+    bf16: bool = False,
 ) -> dict:
     """Pretrain the notebook's ``TransformerLM`` with span corruption for ``steps`` steps (or
     until ``minutes`` have passed); return the checkpoint (see the module's docstring).
@@ -128,13 +129,15 @@ def pretrain(
     history = finetune.train_steps(
         model, batches, steps, code.causal_mask, lr=lr, warmup=min(warmup, steps // 10),
         seed=stage_seed, time_budget_s=None if minutes is None else 60 * minutes, report_every=100,
-        desc="pretraining",
+        desc="pretraining", bf16=bf16,
     )  # fmt: skip
     stage = {
         "steps": history.steps,
         "seconds": round(history.seconds),
         "lr": lr,
         "seed": stage_seed,
+        "bf16": bf16,
+        "threads": torch.get_num_threads(),
     }
     stages = earlier.get("stages") or ([] if resume is None else [_as_stage(earlier)])
     total_steps = earlier["steps"] + history.steps
@@ -179,6 +182,12 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--out", type=Path, default=SHIPPED)
     parser.add_argument("--resume", type=Path, default=None, help="go on from this checkpoint")
+    parser.add_argument(
+        "--bf16",
+        action="store_true",
+        help="bfloat16 autocast (faster only on CPUs with AVX-512 BF16 that torch uses: see "
+        "benchmarks/g_pretraining_speed.py; 7 times slower on the course's 2-core machine)",
+    )
     args = parser.parse_args()
     config = {"d_model": args.d_model, "d_hid": 4 * args.d_model, "nlayers": args.layers}
     config["nhead"] = max(1, args.d_model // 32)
@@ -190,6 +199,7 @@ def main() -> None:
         batch_size=args.batch_size,
         config=config,
         resume=args.resume,
+        bf16=args.bf16,
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(checkpoint, args.out)

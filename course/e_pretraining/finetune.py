@@ -11,10 +11,11 @@ that require a gradient (so a frozen base stays as it was).
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import matplotlib.pyplot as plt
@@ -106,6 +107,7 @@ def train_classifier(
     val: Labelled | None,
     *,
     epochs: int = 6,
+    steps: int | None = None,
     lr: float = 5e-4,
     batch_size: int = 32,
     weight_decay: float = 0.01,
@@ -118,6 +120,9 @@ def train_classifier(
         train, val: labelled splits (see :func:`encode_labelled`); with ``val=None`` nothing is
             evaluated (``val_accuracy`` stays empty), which saves time when only the end counts.
         epochs: passes over ``train``.
+        steps: if given, exactly this many optimizer steps instead (shuffled passes over
+            ``train``, as many as they take), recorded as one epoch: the same budget whatever
+            the size of ``train``.
         lr, weight_decay: AdamW settings.
         batch_size: examples per step.
         seed: seed of the batch order and of dropout.
@@ -133,10 +138,10 @@ def train_classifier(
     history.train_loss.append(math.nan)
     if val is not None:
         history.val_accuracy.append(accuracy(model, val))
-    for epoch in range(1, epochs + 1):
+    for epoch in range(1, (1 if steps else epochs) + 1):
         model.train()
-        start, total, steps = time.perf_counter(), torch.zeros(()), 0
-        for rows in torch.randperm(len(train), generator=order_gen).split(batch_size):
+        start, total, done = time.perf_counter(), torch.zeros(()), 0
+        for rows in _batches(len(train), batch_size, steps, order_gen):
             ids, lengths, labels = train.batch(rows)
             loss = nn.functional.cross_entropy(model(ids, lengths), labels)
             optimizer.zero_grad(set_to_none=True)
@@ -144,14 +149,26 @@ def train_classifier(
             nn.utils.clip_grad_norm_(params, 1.0)
             optimizer.step()
             total += loss.detach()
-            steps += 1
+            done += 1
         history.seconds += time.perf_counter() - start
         history.epochs.append(epoch)
-        history.train_loss.append(float(total) / steps)
+        history.train_loss.append(float(total) / done)
         if val is not None:
             history.val_accuracy.append(accuracy(model, val))
     model.eval()
     return history
+
+
+def _batches(
+    n: int, batch_size: int, steps: int | None, generator: torch.Generator
+) -> Iterator[torch.Tensor]:
+    """Row indices of the batches of one epoch: one shuffled pass over ``n`` rows, or, with
+    ``steps``, exactly ``steps`` batches from as many shuffled passes as they need."""
+    if steps is None:
+        yield from torch.randperm(n, generator=generator).split(batch_size)
+        return
+    passes = iter(lambda: torch.randperm(n, generator=generator).split(batch_size), None)
+    yield from itertools.islice(itertools.chain.from_iterable(passes), steps)
 
 
 def mean_and_spread(values: Sequence[float]) -> tuple[float, float]:
@@ -217,14 +234,16 @@ def label_count_curves(
     val: Labelled,
     counts: Sequence[int],
     seeds: Sequence[int],
+    lrs: Mapping[str, float] | None = None,
     **train_args: object,
 ) -> LabelCurves:
     """Validation accuracy (%) of each setup after training on ``n`` labelled examples.
 
     For every seed and count ``n``, ``n`` examples are drawn from ``pool`` by
     :func:`sample_labelled`, each setup's model is built by ``build(setup, seed)``, trained by
-    :func:`train_classifier` with ``train_args`` (epochs, lr, batch_size) and measured once, at
-    the end, on ``val``.
+    :func:`train_classifier` with ``train_args`` (steps or epochs, lr, batch_size) and measured
+    once, at the end, on ``val``. ``lrs`` gives some setups their own learning rate (a new head
+    on a frozen base learns faster with a larger one).
     """
     curves: LabelCurves = {setup: {n: [] for n in counts} for setup in setups}
     for seed in seeds:
@@ -232,7 +251,8 @@ def label_count_curves(
             train = sample_labelled(tokenizer, pool, n, seed)
             for setup in setups:
                 model = build(setup, seed)
-                train_classifier(model, train, None, seed=seed, **train_args)
+                args = {**train_args, **({"lr": lrs[setup]} if lrs and setup in lrs else {})}
+                train_classifier(model, train, None, seed=seed, **args)
                 curves[setup][n].append(100 * accuracy(model, val))
             print(
                 f"seed {seed}, {n:>5} labels:",
@@ -241,7 +261,12 @@ def label_count_curves(
     return curves
 
 
-def plot_label_curves(curves: LabelCurves, ax: plt.Axes | None = None) -> plt.Axes:
+def plot_label_curves(
+    curves: LabelCurves,
+    ax: plt.Axes | None = None,
+    xlabel: str = "labelled training reviews",
+    title: str = "accuracy against labels (mean over seeds; band: min to max)",
+) -> plt.Axes:
     """Accuracy against the number of labels (log scale): the mean over seeds, a min-max band."""
     ax = ax or plt.gca()
     for setup, by_count in curves.items():
@@ -254,9 +279,9 @@ def plot_label_curves(curves: LabelCurves, ax: plt.Axes | None = None) -> plt.Ax
     ax.set_xscale("log")
     ax.set_xticks(counts, [str(n) for n in counts])
     ax.minorticks_off()
-    ax.set_xlabel("labelled training reviews")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("validation accuracy (%)")
-    ax.set_title("accuracy against labels (mean over seeds; band: min to max)")
+    ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()
     return ax

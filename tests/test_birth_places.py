@@ -52,6 +52,27 @@ def test_answer_stops_at_the_mask() -> None:
     assert got == ["Rome", "Rome"]
 
 
+def test_a_stage_stopped_by_the_clock_still_ends_at_the_lowest_rate(monkeypatch) -> None:
+    class Clock:
+        """A clock that moves one second each time it is read."""
+
+        now = 0.0
+
+        def perf_counter(self) -> float:
+            self.now += 1.0
+            return self.now
+
+    torch.manual_seed(0)
+    model = pretrain.given().TransformerLM(10, 8, 2, 16, 1)
+    x, y = torch.randint(10, (4, 6)), torch.randint(10, (4, 6))
+    monkeypatch.setattr(finetune, "time", Clock())
+    timed = finetune.train_steps(model, lambda s: (x, y), 10_000, lambda n: None, time_budget_s=60)
+    assert 10 < timed.steps < 100, "the run stops when the time budget is spent"
+    assert timed.last_lr < 0.15 * 6e-4, "the decay followed the clock, not the 10,000 steps"
+    counted = finetune.train_steps(model, lambda s: (x, y), 30, lambda n: None)
+    assert counted.steps == 30 and counted.last_lr < 0.15 * 6e-4, "a run of steps ends low"
+
+
 def test_pretrain_runs_and_saves_what_it_measured(tmp_path) -> None:
     made = pretrain.pretrain(steps=3, batch_size=4, config={"d_model": 16, "d_hid": 32})
     torch.save(made, tmp_path / "g.pt")

@@ -262,11 +262,12 @@ def test_a_step_budget_gives_the_same_number_of_steps_whatever_the_data_size():
     for n in (4, 16, 40):
         model = BagOfWords(len(tokenizer))
         calls = []
-        model.register_forward_hook(lambda *args, calls=calls: calls.append(1))
+        model.register_forward_hook(lambda m, args, out, calls=calls: calls.append(args[0]))
         history = finetune.train_classifier(
             model, separable(tokenizer, n), None, steps=7, batch_size=4
         )
         assert len(calls) == 7, f"{len(calls)} steps on {n} examples"
+        assert all(len(call) == 4 for call in calls), "every step sees a whole batch"
         assert history.epochs == [0, 1] and len(history.train_loss) == 2
 
 

@@ -11,7 +11,6 @@ that require a gradient (so a frozen base stays as it was).
 
 from __future__ import annotations
 
-import itertools
 import math
 import statistics
 import time
@@ -163,12 +162,14 @@ def _batches(
     n: int, batch_size: int, steps: int | None, generator: torch.Generator
 ) -> Iterator[torch.Tensor]:
     """Row indices of the batches of one epoch: one shuffled pass over ``n`` rows, or, with
-    ``steps``, exactly ``steps`` batches from as many shuffled passes as they need."""
+    ``steps``, exactly ``steps`` batches of ``batch_size`` rows each, cut from shuffled passes
+    laid end to end (a batch may straddle two passes)."""
     if steps is None:
         yield from torch.randperm(n, generator=generator).split(batch_size)
         return
-    passes = iter(lambda: torch.randperm(n, generator=generator).split(batch_size), None)
-    yield from itertools.islice(itertools.chain.from_iterable(passes), steps)
+    passes = -(-steps * batch_size // n)  # enough passes for every step
+    stream = torch.cat([torch.randperm(n, generator=generator) for _ in range(passes)])
+    yield from stream[: steps * batch_size].split(batch_size)
 
 
 def mean_and_spread(values: Sequence[float]) -> tuple[float, float]:

@@ -31,6 +31,7 @@ class History:
     steps: int = 0
     seconds: float = 0.0
     losses: list[float] = field(default_factory=list)  # mean loss of each stretch of steps
+    last_lr: float = 0.0  # the learning rate of the last step
 
 
 def epoch_batches(
@@ -68,18 +69,27 @@ def train_steps(
     """AdamW on next-character cross-entropy (IGNORE targets skipped), cosine decay after a
     linear warm-up, gradient clipping at 1; stops after ``steps`` or ``time_budget_s``.
 
+    The decay follows whichever budget is nearer its end: the share of ``steps`` done, or of
+    ``time_budget_s`` spent. A run stopped by the clock (a stage on a busy machine) still ends
+    at the lowest rate, as a run of ``steps`` does.
+
     With ``bf16``, the forward pass runs under CPU autocast to bfloat16 (the weights, the
     gradients and the optimizer stay float32): faster on CPUs with bfloat16 instructions."""
     torch.manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
 
+    start = time.perf_counter()
+
     def rate(step: int) -> float:
         if step < warmup:
             return (step + 1) / warmup
-        return 0.1 + 0.45 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
+        done = (step - warmup) / max(1, steps - warmup)
+        if time_budget_s is not None:
+            done = max(done, (time.perf_counter() - start) / time_budget_s)
+        return 0.1 + 0.45 * (1 + math.cos(math.pi * min(1.0, done)))
 
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
-    history, total, start = History(), torch.zeros(()), time.perf_counter()
+    history, total = History(), torch.zeros(())
     model.train()
     for step in tqdm(range(steps), desc=desc, leave=False, mininterval=2):
         x, y = batches(step)
@@ -92,6 +102,7 @@ def train_steps(
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
+        history.last_lr = schedule.get_last_lr()[0]
         schedule.step()
         total += loss.detach()
         history.steps = step + 1

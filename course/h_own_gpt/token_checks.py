@@ -75,20 +75,35 @@ VISIBLE_MISTAKES: list[dict[str, list[float]]] = [
 
 
 def sample_cases(seed: int) -> list[dict]:
-    """Logits, temperatures, top_k and top_p drawn from ``seed`` (with ties and both filters)."""
+    """Logits, temperatures, top_k and top_p drawn from ``seed``.
+
+    The logits are continuous (no accidental tie, so the set top-p keeps is never ambiguous)
+    but for two ties made on purpose (and one row where top-p on what top-k left and top-p on
+    every token keep different sets): at the top of every row (two most probable tokens, each
+    below one half, so top-p keeps both), and, where top_k is used alone, between the k-th and
+    the (k+1)-th largest logits (top-k must keep both).
+    """
     gen = torch.Generator().manual_seed(seed)
     cases = []
     for k in range(6):
         vocab = int(torch.randint(6, 14, (1,), generator=gen))
-        logits = (torch.randn(vocab, generator=gen) * 1.5).round(decimals=1)
-        logits[int(torch.randint(vocab, (1,), generator=gen))] = logits.max()  # a tie at the top
-        temperature = [1.0, 0.7, 1.6, 1.0, 0.8, 1.3][k]
+        logits = torch.randn(vocab, generator=gen) * 1.5
+        if k == 3:  # three strong tokens, a weak 4th, a heavy tail: top-p must follow top-k
+            vocab = int(torch.randint(10, 14, (1,), generator=gen))
+            strong = 2.0 + 0.3 * torch.rand(3, generator=gen)
+            tail = 0.4 * torch.rand(vocab - 4, generator=gen)
+            logits = torch.cat([strong, torch.tensor([0.5]), tail])
+            logits = logits[torch.randperm(vocab, generator=gen)]
+        order = torch.argsort(logits, descending=True)
+        logits[order[1]] = logits[order[0]]  # a tie at the top
         top_k = [None, 3, None, 4, 2, 5][k]
         top_p = [None, None, 0.7, 0.8, None, 0.9][k]
+        if top_k is not None and top_p is None:
+            logits[order[top_k]] = logits[order[top_k - 1]]  # a tie at the k-th logit
         cases.append(
             {
                 "logits": logits,
-                "temperature": temperature,
+                "temperature": [1.0, 0.7, 1.6, 1.0, 0.8, 1.3][k],
                 "top_k": top_k,
                 "top_p": top_p,
                 "seed": int(torch.randint(0, 2**31 - 1, (1,), generator=gen)),

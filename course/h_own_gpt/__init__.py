@@ -1,0 +1,1 @@
+"""Assignment H: your own GPT, from the blocks you wrote to the text it writes."""

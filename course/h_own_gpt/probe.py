@@ -1,0 +1,112 @@
+"""What the trusted judge needs from assignment H's code (see :mod:`course.verify`).
+
+One item per test cell of the notebook. Every item builds the student's modules or calls the
+student's functions on the inputs that the judge draws too (the visible cells' examples, or
+cases drawn from the grader's secret seed), with the ``observe_*`` collectors the test cells
+use, and keeps one observation per case: a case whose call raises is kept as ``{"error": ...}``
+and fails that item only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from course.h_own_gpt import checks, recipe_checks, token_checks
+from course.verify import student
+
+
+def _each(observe: Callable, target: object, cases: list) -> list:
+    out = []
+    for case in cases:
+        try:
+            out.append(observe(target, case))
+        except Exception as error:  # noqa: BLE001 - a student's error is an observation
+            out.append({"error": f"{type(error).__name__}: {error}"[:500]})
+    return out
+
+
+def attention_visible(ns: dict, seed: int) -> object:
+    cls = student(ns, "CausalSelfAttention")
+    return _each(checks.observe_attention, cls, checks.attention_cases(0, hidden=False))
+
+
+def attention_hidden(ns: dict, seed: int) -> object:
+    cls = student(ns, "CausalSelfAttention")
+    return _each(checks.observe_attention, cls, checks.attention_cases(seed, hidden=True))
+
+
+def block_visible(ns: dict, seed: int) -> object:
+    cls = student(ns, "Block")
+    return _each(checks.observe_block, cls, checks.attention_cases(0, hidden=False))
+
+
+def block_hidden(ns: dict, seed: int) -> object:
+    cls = student(ns, "Block")
+    return _each(checks.observe_block, cls, checks.attention_cases(seed, hidden=True))
+
+
+def gpt_visible(ns: dict, seed: int) -> object:
+    return _each(checks.observe_gpt, student(ns, "GPT"), checks.gpt_cases(0, hidden=False))
+
+
+def gpt_hidden(ns: dict, seed: int) -> object:
+    return _each(checks.observe_gpt, student(ns, "GPT"), checks.gpt_cases(seed, hidden=True))
+
+
+def groups_visible(ns: dict, seed: int) -> object:
+    cases = recipe_checks.group_cases(0, hidden=False)
+    return _each(recipe_checks.observe_groups, student(ns, "optimizer_groups"), cases)
+
+
+def groups_hidden(ns: dict, seed: int) -> object:
+    cases = recipe_checks.group_cases(seed, hidden=True)
+    return _each(recipe_checks.observe_groups, student(ns, "optimizer_groups"), cases)
+
+
+def lr_visible(ns: dict, seed: int) -> object:
+    return recipe_checks.observe_lr(student(ns, "lr_at"), recipe_checks.LR_VISIBLE)
+
+
+def lr_hidden(ns: dict, seed: int) -> object:
+    return _each(recipe_checks.observe_lr, student(ns, "lr_at"), recipe_checks.lr_cases(seed))
+
+
+def sample_visible(ns: dict, seed: int) -> object:
+    cases = token_checks.sample_visible_cases()
+    return _each(token_checks.observe_sampling, student(ns, "sample_next"), cases)
+
+
+def sample_hidden(ns: dict, seed: int) -> object:
+    cases = token_checks.sample_cases(seed)
+    return _each(token_checks.observe_sampling, student(ns, "sample_next"), cases)
+
+
+def _merges(bpe_merges: Callable, case: tuple) -> object:
+    counts, n = case
+    return bpe_merges(dict(counts), n)
+
+
+def bpe_visible(ns: dict, seed: int) -> object:
+    return _each(_merges, student(ns, "bpe_merges"), [token_checks.BPE_VISIBLE])
+
+
+def bpe_hidden(ns: dict, seed: int) -> object:
+    return _each(_merges, student(ns, "bpe_merges"), token_checks.bpe_cases(seed))
+
+
+ITEMS = {
+    "test_attention_visible": attention_visible,
+    "test_attention_hidden": attention_hidden,
+    "test_block_visible": block_visible,
+    "test_block_hidden": block_hidden,
+    "test_gpt_visible": gpt_visible,
+    "test_gpt_hidden": gpt_hidden,
+    "test_groups_visible": groups_visible,
+    "test_groups_hidden": groups_hidden,
+    "test_lr_visible": lr_visible,
+    "test_lr_hidden": lr_hidden,
+    "test_sample_visible": sample_visible,
+    "test_sample_hidden": sample_hidden,
+    "test_bpe_visible": bpe_visible,
+    "test_bpe_hidden": bpe_hidden,
+}

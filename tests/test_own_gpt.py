@@ -1,0 +1,299 @@
+"""Assignment H's checks: the reference passes, every known mistake is named, the references of
+the hidden cells and of the judge agree, and the experiment's helpers do what they say."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from course import verify
+from course.h_own_gpt import checks, experiment, recipe_checks, token_checks
+from judge import core
+from judge import h_own_gpt as judge
+from tests.conftest import REPO
+
+NOTEBOOK = REPO / "source" / "h_own_gpt" / "own_gpt.ipynb"
+HEADER = "import math\nimport torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
+
+
+def cells(kind: str) -> list[dict]:
+    """The code cells of the instructor's notebook with the given nbgrader role."""
+    out = []
+    for cell in json.loads(NOTEBOOK.read_text())["cells"]:
+        meta = cell["metadata"].get("nbgrader", {})
+        role = "solution" if meta.get("solution") else "tests" if meta.get("grade") else "other"
+        if cell["cell_type"] == "code" and role == kind:
+            out.append(cell)
+    return out
+
+
+def reference() -> dict:
+    """The instructor's solutions, run in a fresh namespace."""
+    ns: dict = {}
+    exec(HEADER, ns)
+    for cell in cells("solution"):
+        exec("".join(cell["source"]), ns)
+    return ns
+
+
+def verdicts(ns: dict, seed: int = 11) -> dict[str, str | None]:
+    """Observe ``ns`` as the grader does, and judge the observations."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".pt") as handle:
+        verify.observe("h_own_gpt", seed, handle.name, ns)
+        return core.verdicts("h_own_gpt", seed, core.load(handle.name))
+
+
+def with_code(code: str) -> dict:
+    ns = reference()
+    exec(code, ns)
+    return ns
+
+
+@pytest.mark.parametrize("seed", [0, 5, 123])
+def test_the_reference_passes_every_item(seed: int) -> None:
+    assert verdicts(reference(), seed) == {name: None for name in judge.JUDGES}
+
+
+def test_the_notebooks_test_cells_pass_on_the_reference() -> None:
+    ns = reference()
+    exec(
+        "from course.h_own_gpt import checks, recipe_checks, token_checks\n"
+        "from course.testcells import passed\n",
+        ns,
+    )
+    for cell in cells("tests"):
+        exec("".join(cell["source"]), ns)
+
+
+ATTENTION = """
+class CausalSelfAttention(nn.Module):
+    def __init__(self, d_model, nhead, block_size, dropout=0.0):
+        super().__init__()
+        self.nhead = nhead
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        {TRIL}
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=-1)
+        q, k, v = ({SPLIT} for z in (q, k, v))
+        s = q @ k.transpose(-2, -1) / math.sqrt(d // self.nhead)
+        s = s.masked_fill(self.tril[:, :, :t, :t] == 0, float("-inf"))
+        return self.proj({MERGE})
+"""
+TRIL = 'self.register_buffer("tril", torch.ones(block_size, block_size).tril()[None, None])'
+SPLIT = "z.view(b, t, self.nhead, -1).transpose(1, 2)"
+MERGE = "(s.softmax(-1) @ v).transpose(1, 2).reshape(b, t, d)"
+TRIL_PARAMETER = TRIL.replace('self.register_buffer("tril", ', "self.tril = nn.Parameter(").replace(
+    "[None, None])", "[None, None], requires_grad=False)"
+)
+BLOCK = """
+class Block(nn.Module):
+    def __init__(self, d_model, nhead, block_size, dropout=0.0):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.attn = CausalSelfAttention(d_model, nhead, block_size, dropout)
+        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), {ACT},
+                                 nn.Linear(4 * d_model, d_model), nn.Dropout(dropout))
+
+    def forward(self, x):
+        {FORWARD}
+"""
+PRE_NORM = "x = x + self.attn(self.ln1(x))\n        return x + self.mlp(self.ln2(x))"
+NORMED_STREAM = "x = self.ln1(x)\n        x = x + self.attn(x)\n        x = self.ln2(x)\n" + (
+    "        return x + self.mlp(x)"
+)
+GPT_SCALED = """
+_GPT = GPT
+class GPT(_GPT):
+    def forward(self, idx, targets=None):
+        x = self.tok_emb(idx) * math.sqrt(self.tok_emb.embedding_dim)
+        x = self.drop(x + self.pos_emb(torch.arange(idx.size(1))))
+        for block in self.blocks:
+            x = block(x)
+        logits = self.head(self.ln_f(x))
+        if targets is None:
+            return logits, None
+        return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+"""
+GROUPS = """
+def optimizer_groups(model, weight_decay):
+    params = dict(model.named_parameters())
+    decay = [p for n, p in params.items() if {RULE}]
+    rest = [p for n, p in params.items() if not ({RULE})]
+    return [{{"params": decay, "weight_decay": weight_decay}},
+            {{"params": rest, "weight_decay": 0.0}}]
+"""
+LR = """
+def lr_at(step, max_lr, warmup_steps, total_steps, min_lr):
+    return _schedule(step, max_lr, warmup_steps, total_steps, min_lr, mistake="{M}")
+"""
+SAMPLE = """
+def sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    first = _distribution(logits[0], temperature, top_k, top_p, mistake={M})
+    probs = torch.tensor(first).expand(len(logits), -1)  # every row of the tests is the same
+    return torch.multinomial(probs, 1, generator={G}).squeeze(-1)
+"""
+BPE = """
+def bpe_merges(word_counts, num_merges):
+    return _merges(word_counts, num_merges, mistake="{M}")
+"""
+BPE_END_OF_WORD = """
+def bpe_merges(word_counts, num_merges):
+    marked = {w + "\\t": c for w, c in word_counts.items()}  # one more symbol per word
+    out = _merges(marked, num_merges)
+    return [(a.replace("\\t", "</w>"), b.replace("\\t", "</w>")) for a, b in out]
+"""
+
+MISTAKES = [
+    ("attention_head_split", ATTENTION.format(TRIL=TRIL, SPLIT="z.reshape(b, self.nhead, t, -1)",
+                                              MERGE="(s.softmax(-1) @ v).reshape(b, t, d)"),
+     {"test_attention_visible", "test_attention_hidden"}, checks.HEAD_SPLIT),
+    ("attention_tril_parameter",
+     ATTENTION.format(TRIL=TRIL_PARAMETER, SPLIT=SPLIT, MERGE=MERGE),
+     {"test_attention_visible", "test_attention_hidden"}, "nn.Parameter"),
+    ("block_relu", BLOCK.format(ACT="nn.ReLU()", FORWARD=PRE_NORM),
+     {"test_block_visible", "test_block_hidden"}, checks.RELU),
+    ("block_normed_stream", BLOCK.format(ACT="nn.GELU()", FORWARD=NORMED_STREAM),
+     {"test_block_visible", "test_block_hidden"}, checks.NORM_STREAM),
+    ("gpt_scaled", GPT_SCALED, {"test_gpt_visible", "test_gpt_hidden"}, checks.EMB_SCALED),
+    ("groups_all", GROUPS.format(RULE="True"), {"test_groups_visible", "test_groups_hidden"},
+     recipe_checks.ALL_DECAY),
+    ("groups_embeddings", GROUPS.format(RULE="p.dim() >= 2 and 'emb' not in n"),
+     {"test_groups_visible", "test_groups_hidden"}, recipe_checks.EMBEDDING_NO_DECAY),
+] + [
+    (f"lr_{m}", LR.format(M=m), {"test_lr_visible", "test_lr_hidden"},
+     getattr(recipe_checks, m))
+    for m in ("COSINE_TO_ZERO", "PROGRESS_FROM_START", "NO_FLOOR")
+] + [
+    (f"sample_{m}", SAMPLE.format(M=f'"{m}"', G="generator"), {"test_sample_hidden"},
+     getattr(recipe_checks, m))
+    for m in ("TOP_P_ON_ALL",)
+] + [
+    ("sample_temperature_after", SAMPLE.format(M='"TEMPERATURE_AFTER"', G="generator"),
+     {"test_sample_visible", "test_sample_hidden"}, recipe_checks.TEMPERATURE_AFTER),
+    ("sample_global", SAMPLE.format(M="None", G="None"),
+     {"test_sample_visible", "test_sample_hidden"}, recipe_checks.GLOBAL_GENERATOR),
+    ("bpe_not_weighted", BPE.format(M="NOT_WEIGHTED"), {"test_bpe_visible", "test_bpe_hidden"},
+     recipe_checks.NOT_WEIGHTED),
+    ("bpe_end_of_word", BPE_END_OF_WORD, {"test_bpe_visible", "test_bpe_hidden"},
+     recipe_checks.END_OF_WORD),
+] + [
+    (f"bpe_{m}", BPE.format(M=m), {"test_bpe_hidden"}, getattr(recipe_checks, m))
+    for m in ("NON_OVERLAPPING_COUNT", "STRING_REPLACE")
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("code", "failed", "message"), [m[1:] for m in MISTAKES], ids=[m[0] for m in MISTAKES]
+)
+def test_each_mistake_is_named_and_costs_its_tests_only(
+    code: str, failed: set[str], message: str
+) -> None:
+    helpers = {
+        "_schedule": judge.schedule,
+        "_distribution": judge.distribution,
+        "_merges": judge.merges,
+    }
+    ns = reference() | helpers
+    exec(code, ns)
+    got = verdicts(ns)
+    lost = {name for name, reason in got.items() if reason}
+    assert lost == failed, got
+    for name in failed:
+        assert message[:40] in got[name], (name, got[name])
+
+
+def hidden_helpers() -> dict:
+    """The references that the notebook's hidden cells define inline."""
+    ns: dict = {}
+    exec(HEADER, ns)
+    for cell in cells("tests"):
+        source = "".join(cell["source"])
+        if "def _" in source:
+            defs = source[source.index("def _") : source.rindex("\n\n\n")]
+            exec(defs, ns)
+    return ns
+
+
+def test_the_hidden_cells_and_the_judge_share_their_references() -> None:
+    ns = hidden_helpers()
+    for case in recipe_checks.lr_cases(4):
+        args = (case["max_lr"], case["warmup_steps"], case["total_steps"], case["min_lr"])
+        for mistake in (None, *judge.LR_MISTAKES):
+            for step in case["steps"]:
+                assert ns["_schedule"](step, *args, mistake) == judge.schedule(step, *args, mistake)
+    for case in token_checks.sample_cases(4):
+        args = (case["logits"], case["temperature"], case["top_k"], case["top_p"])
+        for mistake in (None, *token_checks.SAMPLE_MISTAKES):
+            assert ns["_distribution"](*args, mistake) == judge.distribution(*args, mistake)
+    for counts, n in token_checks.bpe_cases(4):
+        for mistake in (None, *judge.BPE_MISTAKES):
+            assert ns["_merges"](counts, n, mistake) == judge.merges(counts, n, mistake)
+
+
+def test_the_visible_constants_follow_the_reference() -> None:
+    counts, n = token_checks.BPE_VISIBLE
+    assert judge.merges(counts, n) == token_checks.BPE_VISIBLE_MERGES
+    for mistake, wrong in token_checks.BPE_VISIBLE_MISTAKES.items():
+        assert judge.merges(counts, n, mistake) == wrong
+    for case, probs, wrong in zip(
+        token_checks.sample_visible_cases(),
+        token_checks.VISIBLE_PROBABILITIES,
+        token_checks.VISIBLE_MISTAKES,
+        strict=True,
+    ):
+        args = (case["logits"], case["temperature"], case["top_k"], case["top_p"])
+        assert torch.allclose(torch.tensor(judge.distribution(*args)), torch.tensor(probs))
+        for mistake, values in wrong.items():
+            got = torch.tensor(judge.distribution(*args, mistake))
+            assert torch.allclose(got, torch.tensor(values)), mistake
+
+
+def test_hugging_face_learns_the_same_first_merges_and_encodes_like_apply_merges() -> None:
+    lines, _ = experiment.shakespeare_lines(200)
+    ours = judge.merges(experiment.word_counts(lines), 15)
+    tokenizer = experiment.train_hf_bpe(lines, 15)
+    theirs = experiment.hf_merges(tokenizer)
+    assert len(theirs) == 15
+    assert experiment.compare_merges(ours, theirs)["same_prefix"] >= 10
+    for word in experiment.words_of(lines[:20]):
+        pieces = experiment.apply_merges(word, theirs)
+        assert pieces == tokenizer.encode(word.lstrip(experiment.SPACE)).tokens
+    text = lines[:5]
+    assert tokenizer.decode(experiment.encode(tokenizer, text).tolist()) == "\n".join(text)
+
+
+def test_the_compared_models_have_the_same_parameter_count() -> None:
+    ns = reference()
+    for vocab, d, layers, block in ((366, 64, 4, 64), (80, 16, 2, 16)):
+        gpt = ns["GPT"](vocab, d, 4, layers, block)
+        d_hid = experiment.matching_d_hid(vocab, d, layers, block)
+        layer = torch.nn.TransformerEncoderLayer(d, 4, d_hid, batch_first=True)
+        d_count = 2 * vocab * d + vocab + layers * sum(p.numel() for p in layer.parameters())
+        gpt_count = sum(p.numel() for p in gpt.parameters())
+        assert gpt_count == checks.gpt_parameters(vocab, d, layers, block)
+        assert abs(d_count - gpt_count) <= layers * (2 * d + 1), (d_count, gpt_count)
+
+
+def test_gpt2_init_brings_the_first_loss_near_log_v() -> None:
+    ns = reference()
+    torch.manual_seed(0)
+    model = experiment.gpt2_init(ns["GPT"](100, 32, 4, 2, 16))
+    idx = torch.randint(100, (4, 16))
+    _, loss = model(idx, idx)
+    assert abs(loss.item() - math.log(100)) < 0.5  # N(0, 1) embeddings: about 6 above
+
+
+def test_windows_shift_the_targets_by_one() -> None:
+    stream = torch.arange(100)
+    x, y = experiment.windows(stream, 8, 4, torch.Generator().manual_seed(0))
+    assert x.shape == y.shape == (4, 8) and torch.equal(y, x + 1)
+    x, y = experiment.fixed_windows(stream, 8, 5)
+    assert torch.equal(y, x + 1) and x[0, 0] == 0 and y[-1, -1] == 99

@@ -41,7 +41,7 @@ class DropDuplicateCells(NbGraderPreprocessor):
 
     This preprocessor removes every later copy before nbgrader restores the course's cells
     (``OverwriteCells``), so the submission is graded as if the copy had never been made, and
-    logs one warning per removed cell (:data:`REMOVED`), which :mod:`grader.sandbox` reads back
+    logs one warning per removed cell (:data:`REMOVED`), which :mod:`grader.nbgrader_run` reads back
     from nbgrader's output for the grading report. Every cell with a grade_id counts, whatever
     its other flags say: ``OverwriteCells`` restores any cell that has one.
     """

@@ -25,7 +25,7 @@ import nbformat
 from nbgrader.api import Gradebook
 
 from grader import demo, pipeline, report
-from grader.selfcheck import error_message
+from grader.check import error_message
 from tests.conftest import ASSIGNMENTS, make_course_copy, pipeline_students
 
 RECORD = Path(__file__).with_name("graded_class.json")

@@ -19,6 +19,7 @@ A flagged notebook is marked ``flagged`` in the gradebook and earns no points (s
 from __future__ import annotations
 
 import ast
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -247,15 +248,19 @@ def scan_notebook(
     return sorted(set(reasons))
 
 
+# CPython 3.11 can fail `ast.parse` run in two threads at once with "SystemError: AST
+# constructor recursion depth mismatch" (python/cpython#106905); grading threads scan one at a
+# time.
+_PARSING = threading.Lock()
+
+
 def scan_graded(root: Path, assignment: str, student: str, notebook: str) -> list[str]:
     """:func:`scan_notebook` on ``autograded/STUDENT/ASSIGNMENT/NOTEBOOK.ipynb`` of the course
     at ``root``, against its source notebook (empty when it was not graded)."""
     graded_path = root / "autograded" / student / assignment / f"{notebook}.ipynb"
     if not graded_path.is_file():
         return []
-    return scan_notebook(
-        read_notebook(graded_path),
-        read_notebook(root / "source" / assignment / f"{notebook}.ipynb"),
-        assignment,
-        assignments(root),
-    )
+    graded = read_notebook(graded_path)
+    source = read_notebook(root / "source" / assignment / f"{notebook}.ipynb")
+    with _PARSING:
+        return scan_notebook(graded, source, assignment, assignments(root))

@@ -26,7 +26,7 @@ import psutil
 
 from grader import rlimits
 from grader.job import GradingJob
-from grader.preprocessors import kernel_deaths, removed_copies
+from grader.preprocessors import read_notes
 
 RUNNING: set[int] = set()  # pids of the nbgrader processes grading now
 
@@ -59,6 +59,7 @@ def command(job: GradingJob, student: str, scratch: Path, seed: int) -> list[str
     if job.sandboxed:  # the kernel's sockets live in the scratch course, removed with it
         nbgrader += [SANDBOXED_KERNEL, f"--SandboxedKernelManager.socket_root={scratch}"]
     nbgrader += [f"--ExecuteKeepingPoints.verification_seed={seed}"]
+    nbgrader += [f"--Notes.path={notes_file(scratch)}"]
     if job.times.cell_seconds:
         nbgrader += [f"--Execute.timeout={job.times.cell_seconds}"]
     limits = job.limits
@@ -98,8 +99,14 @@ def run(job: GradingJob, student: str, scratch: Path, seed: int) -> Run:
     graded = scratch / "autograded" / student / job.assignment
     if process.returncode != 0 or not graded.is_dir():
         return Run(False, seconds, first_error(log))
-    # Notes of the course's preprocessors (nbgrader_config.py), read from nbgrader's log.
-    return Run(True, seconds, "; ".join(removed_copies(log) + kernel_deaths(log)))
+    # What the course's preprocessors (nbgrader_config.py) did, for the report.
+    return Run(True, seconds, "; ".join(read_notes(notes_file(scratch))))
+
+
+def notes_file(scratch: Path) -> Path:
+    """The notes file of the course's preprocessors: in the scratch course, out of the
+    sandboxed kernel's reach (it sees only the notebook's folder)."""
+    return scratch / "notes.json"
 
 
 def kill_tree(pid: int) -> None:

@@ -32,7 +32,7 @@ from grader.job import GradingJob
 from grader.limits import Limits, TimeLimits
 from grader.notebooks import read_notebook
 from grader.paths import load_config
-from grader.preprocessors import REMOVED, DropDuplicateCells, removed_copies
+from grader.preprocessors import DIED, REMOVED, DropDuplicateCells, Notes, read_notes
 from grader.scratch import scratch_course
 from grader.submission import fill, reference_code, solution_markers
 from tests.conftest import ASSIGNMENTS, REPO
@@ -261,6 +261,7 @@ def test_nbgrader_starts_through_the_wrapper(
     marker = command.index("--")
     assert command[:marker] == rlimits.wrap([], 1234, 56, 78)[:-1]
     assert command[marker + 1 : marker + 5] == [sys.executable, "-m", "nbgrader", "autograde"]
+    assert f"--Notes.path={folder / 'notes.json'}" in command  # out of the kernel's reach
     assert not outcome.ok and "boom" in outcome.message
 
 
@@ -284,17 +285,24 @@ def notebook_with_copies() -> NotebookNode:
     return nb
 
 
-def test_drop_duplicate_cells_keeps_the_first_copy(caplog: pytest.LogCaptureFixture) -> None:
+def test_drop_duplicate_cells_keeps_the_first_copy(
+    caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
     nb = notebook_with_copies()
+    config = Config()
+    config.Notes.path = str(tmp_path / "notes.json")  # as grader.nbgrader_run names it
     with caplog.at_level(logging.WARNING):
-        nb, _ = DropDuplicateCells(log=logging.getLogger("dedup")).preprocess(nb, {})
+        dedup = DropDuplicateCells(log=logging.getLogger("dedup"), config=config)
+        nb, _ = dedup.preprocess(nb, {})
     assert [c.source for c in nb.cells] == ["x = 1", "assert x == 1", "plain = 1"]
     notes = [REMOVED.format("test_x"), REMOVED.format("answer")]
     assert [r.getMessage() for r in caplog.records] == notes
     MetadataValidator().validate_nb(nb)  # what nbgrader's CheckCellMetadata runs next
-    # grader.nbgrader_run reads the notes back from nbgrader's output
-    log = "".join(f"[AutogradeApp | WARNING] {note}\n" for note in [*notes, notes[0]])
-    assert removed_copies(log + f"print('{notes[1]}')\n") == notes
+    # The report reads the notes file: each removed copy once, then the kernels that died.
+    Notes(config=config).add("died", DIED.format("test_x"))
+    Notes(config=config).add("removed", notes[0])
+    assert read_notes(tmp_path / "notes.json") == [*notes, DIED.format("test_x")]
+    assert read_notes(tmp_path / "none.json") == []
 
 
 def test_nbgraders_deduplicate_ids_fails_the_whole_notebook() -> None:

@@ -44,7 +44,7 @@ c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
 
-# Limits on one submission while it is graded (grader/sandbox.py says what is enforced where).
+# Limits on one submission while it is graded (grader/limits.py says what is enforced where).
 c.Limits.submission_seconds = int(os.environ.get("COURSE_SUBMISSION_SECONDS", "900"))
 c.Limits.memory_mb = int(os.environ.get("COURSE_MEMORY_MB", "8192"))
 c.Limits.file_size_mb = 512

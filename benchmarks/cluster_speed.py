@@ -22,7 +22,7 @@ from pathlib import Path
 
 from autograde_speed import scratch_course, timed_grading  # run as a script from benchmarks/
 
-from grader import cluster, demo, pipeline
+from grader import cluster, demo, grading, pipeline
 from grader.paths import use_this_python
 
 
@@ -51,7 +51,7 @@ class MergeClock:
     def __init__(self) -> None:
         self.seconds = 0.0
         self.count = 0
-        self._saved = (pipeline.merge, cluster.write_autograded)
+        self._saved = (grading.merge, cluster.write_autograded)
 
     def __enter__(self) -> MergeClock:
         merge, write = self._saved
@@ -67,11 +67,11 @@ class MergeClock:
             write(*args, **kwargs)
             self.seconds += time.perf_counter() - start
 
-        pipeline.merge, cluster.write_autograded = timed_merge, timed_write
+        grading.merge, cluster.write_autograded = timed_merge, timed_write
         return self
 
     def __exit__(self, *exc: object) -> None:
-        pipeline.merge, cluster.write_autograded = self._saved
+        grading.merge, cluster.write_autograded = self._saved
 
 
 def main() -> None:

@@ -16,8 +16,13 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from grader import report
 from grader.paths import CourseError, assignments, find_root
+
+if TYPE_CHECKING:  # for the annotations only: grader.grading loads nbgrader (see run())
+    from grader.grading import Graded
 
 
 def _jobs_default() -> int:
@@ -78,10 +83,12 @@ def parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Carry out one parsed command; return its exit code."""
-    from grader import demo, pipeline, selfcheck, submission
+    # The sub-commands load nbgrader (several seconds on a busy machine): imported here, once a
+    # command is chosen, so that `course --help` and a mistyped command answer at once.
+    from grader import check, demo, pipeline, submission
 
     if args.command == "check":
-        code, text = selfcheck.check(args.notebook, timeout=args.timeout)
+        code, text = check.check(args.notebook, timeout=args.timeout)
         print(text)
         return code
     if args.command == "submission":
@@ -123,7 +130,7 @@ def _cluster(args: argparse.Namespace) -> str | None:
     return args.scheduler or args.cluster
 
 
-def _print_graded(graded: object) -> None:
+def _print_graded(graded: Graded) -> None:
     status = "graded" if graded.ok else f"NOT GRADED: {graded.message}"
     print(f"{graded.student}: {status} ({graded.seconds:.1f} s)", flush=True)
     for event in graded.events:
@@ -132,8 +139,6 @@ def _print_graded(graded: object) -> None:
 
 
 def _print_problems(root: Path) -> None:
-    from grader import report
-
     lines = report.problems(root)
     if lines:
         print(f"\nNeeds attention ({report.FILE}):")

@@ -7,11 +7,11 @@ the submission's files, the assignment's source notebooks (for the tampering sca
 configuration, the limits, and the sqlite snapshot of the one assignment in the gradebook
 (:mod:`grader.gradebook`). The worker grades it exactly as local grading does (a scratch course,
 ``nbgrader autograde`` within the limits, the kernel in bubblewrap, the trusted judge;
-:func:`grader.pipeline.grade_one`) and returns the autograded notebooks, its private
+:func:`grader.grading.grade_one`) and returns the autograded notebooks, its private
 gradebook and the report lines. The coordinator merges each result as it arrives, one at a
-time, so workers never hold the gradebook's credentials and an interrupted run keeps every
-submission merged so far. A worker that dies mid-task loses nothing: the scheduler runs the
-task again on another worker.
+time (:func:`grade_class`, :func:`grader.grading.merge`), so workers never hold the gradebook's
+credentials and an interrupted run keeps every submission merged so far. A worker that dies
+mid-task loses nothing: the scheduler runs the task again on another worker.
 
 Every worker must run the same course code as the coordinator: :func:`fingerprint` hashes the
 course's Python packages, and the coordinator refuses a cluster with a worker whose fingerprint
@@ -29,11 +29,15 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import version
+from importlib.util import find_spec
 from pathlib import Path, PurePosixPath
 
-from grader import sandbox, verification
-from grader.paths import CourseError
-from grader.reference_run import TimeLimits
+from grader import grading, sandbox, verification
+from grader.grading import Graded
+from grader.job import GradingJob
+from grader.limits import Limits, TimeLimits
+from grader.nbgrader_run import worker_env
+from grader.paths import CourseError, use_this_python
 
 PACKAGES = ("course", "grader", "judge")  # the code a worker runs; hashed by fingerprint()
 
@@ -43,7 +47,7 @@ def fingerprint() -> str:
     the same course is installed."""
     digest = hashlib.sha256()
     for package in PACKAGES:
-        folder = Path(__import__(package).__file__).parent
+        folder = Path(find_spec(package).origin).parent  # found, not imported
         for path in sorted(folder.rglob("*.py")):
             digest.update(str(path.relative_to(folder.parent)).encode())
             digest.update(path.read_bytes())
@@ -60,7 +64,7 @@ class Task:
     source: dict[str, bytes]  # notebook file name -> content, the assignment's source/
     config: bytes  # nbgrader_config.py
     gradebook: bytes  # sqlite snapshot of the assignment
-    limits: dict[str, int]  # grader.sandbox.Limits' traits
+    limits: dict[str, int]  # grader.limits.Limits' traits
     times: TimeLimits
     sandboxed: bool
     threads: int | None  # torch threads per grading kernel (None: the worker decides)
@@ -71,9 +75,9 @@ class Task:
 class TaskResult:
     """What a worker returns: the graded submission, its notebooks and private gradebook."""
 
-    graded: object  # grader.pipeline.Graded
+    graded: Graded
     autograded: dict[str, bytes] = field(default_factory=dict)
-    gradebook: bytes | None = None  # None: nothing was graded (see pipeline.merge)
+    gradebook: bytes | None = None  # None: nothing was graded (see grading.merge)
 
 
 # ----------------------------------------------------------------------------- worker side
@@ -103,29 +107,20 @@ def worker_state() -> dict[str, str]:
 
 def grade_task(task: Task) -> TaskResult:
     """Grade one submission on this worker (a Dask task); see the module's docstring."""
-    from grader import pipeline
-    from grader.paths import use_this_python
-
     own = fingerprint()
     if own != task.expected:
         raise CourseError(f"this worker runs course {own}, the coordinator {task.expected}")
     use_this_python()
     with tempfile.TemporaryDirectory(prefix="course-task-") as folder:
         root = _course_of(Path(folder), task)
-        limits = sandbox.Limits(**task.limits)
-        env = pipeline.worker_env(task.threads or _threads_here())
-        graded, own_url, scratch = pipeline.grade_one(
-            root, task.assignment, task.student, root / "snapshot.db", env, limits,
-            task.sandboxed, _judge(), task.times,
+        job = GradingJob(
+            root, task.assignment, root / "snapshot.db", Limits(**task.limits), task.times,
+            worker_env(task.threads or _threads_here()), task.sandboxed, _judge(),
         )  # fmt: skip
-        result = TaskResult(graded)
-        if own_url is not None and graded.ok:
-            result.gradebook = Path(own_url.removeprefix("sqlite:///")).read_bytes()
+        graded, gradebook = grading.grade_one(job, task.student)
+        result = TaskResult(graded, gradebook=gradebook)
+        if graded.ok and gradebook:
             result.autograded = _files(root / "autograded" / task.student / task.assignment)
-        elif own_url is not None:
-            result.gradebook = b""  # graded, but failed: keep the earlier scores
-        if scratch is not None:
-            sandbox.remove(scratch)
     return result
 
 
@@ -143,6 +138,8 @@ def _course_of(folder: Path, task: Task) -> Path:
 
 
 def _threads_here() -> int:
+    # distributed is imported where a cluster is used: it takes about a second to import, and
+    # local grading (`course autograde --jobs N`) never needs it.
     from distributed import get_worker
 
     return max(1, (os.cpu_count() or 1) // get_worker().state.nthreads)
@@ -195,7 +192,7 @@ def parse_cluster(spec: str) -> int | str:
 def connect(spec: str, timeout: str = "20s") -> tuple[object, object | None]:
     """A Dask client for ``spec`` (a scheduler address or ``local:N``) and the LocalCluster it
     started (None for a scheduler someone else runs)."""
-    from distributed import Client, LocalCluster
+    from distributed import Client, LocalCluster  # imported here: see _threads_here
 
     target = parse_cluster(spec)
     if isinstance(target, int):
@@ -242,13 +239,13 @@ def check_workers(client: object, expected: str, sandboxed: bool, wait_seconds: 
 def grade_on_cluster(
     spec: str,
     tasks: list[Task],
-    merge: Callable[[TaskResult], None],
+    merged: Callable[[TaskResult], None],
     failed: Callable[[Task, str], None],
 ) -> None:
-    """Send every task to the cluster named by ``spec``; ``merge`` each result as it arrives,
-    report each task that raised with ``failed``. Interrupted: the tasks not yet merged are
-    cancelled (a LocalCluster's grading processes are stopped); the merged ones stay."""
-    from distributed import as_completed
+    """Send every task to the cluster named by ``spec``; ``merged`` is called with each result
+    as it arrives, ``failed`` with each task that raised. Interrupted: the tasks not yet merged
+    are cancelled (a LocalCluster's grading processes are stopped); the merged ones stay."""
+    from distributed import as_completed  # imported here: see _threads_here
 
     client, cluster = connect(spec)
     try:
@@ -266,11 +263,11 @@ def grade_on_cluster(
                 except Exception as error:  # noqa: BLE001 (a worker's error is a report line)
                     failed(futures[future], f"{type(error).__name__}: {error}")
                     continue
-                merge(result)
+                merged(result)
         except BaseException:
             client.cancel(list(futures))
             if cluster is not None:
-                client.run(sandbox.stop_all)
+                client.run(grading.stop_all)
             raise
     finally:
         client.close()
@@ -300,3 +297,51 @@ def write_autograded(root: Path, result: TaskResult, assignment: str) -> None:
     target = root / "autograded" / result.graded.student / assignment
     shutil.rmtree(target, ignore_errors=True)
     _write_files(target, result.autograded)
+
+
+def grade_class(
+    job: GradingJob,
+    students: list[str],
+    spec: str,
+    url: str,
+    progress: Callable[[Graded], None] | None = None,
+) -> list[Graded]:
+    """Grade ``students`` on the Dask cluster ``spec``, one task each; merge into ``url``."""
+    root, assignment = job.root, job.assignment
+    common = dict(
+        assignment=assignment,
+        source={p.name: p.read_bytes() for p in (root / "source" / assignment).glob("*.ipynb")},
+        config=(root / "nbgrader_config.py").read_bytes(),
+        gradebook=job.gradebook.read_bytes(),
+        limits={name: getattr(job.limits, name) for name in job.limits.trait_names(config=True)},
+        times=job.times,
+        sandboxed=job.sandboxed,
+        threads=local_threads(spec),
+        expected=fingerprint(),
+    )
+    results: list[Graded] = []
+
+    def done(graded: Graded, own: bytes | None) -> None:
+        grading.merge(root, url, assignment, graded, own)
+        results.append(graded)
+        if progress:
+            progress(graded)
+
+    def merged(result: TaskResult) -> None:
+        if result.gradebook:  # graded: its notebooks, then its scores
+            write_autograded(root, result, assignment)
+        done(result.graded, result.gradebook)
+
+    def failed(student: str, message: str) -> None:
+        done(grading.not_graded(root, assignment, student, message), b"")
+
+    tasks = []
+    for student in students:
+        try:
+            submission = read_submission(root / "submitted" / student / assignment)
+        except CourseError as error:
+            failed(student, str(error))
+            continue
+        tasks.append(Task(student=student, submission=submission, **common))
+    grade_on_cluster(spec, tasks, merged, lambda task, why: failed(task.student, why))
+    return sorted(results, key=lambda g: g.student)

@@ -15,8 +15,11 @@ from pathlib import Path
 
 import nbformat
 
+from grader import pipeline
+from grader.grading import Graded
+from grader.notebooks import read_notebook
 from grader.paths import CourseError, require_assignment
-from grader.submission import fill, read_description, read_notebook, reference_code
+from grader.submission import fill, read_description, reference_code
 
 REFERENCE, BLANK = "reference", "blank"
 
@@ -76,8 +79,6 @@ def run(
 
     ``choose(assignment, students)`` picks the students to grade (default: all of them).
     """
-    from grader import pipeline
-
     for assignment in assignments:
         say(f"[{assignment}] generating release/ from source/")
         pipeline.release(root, assignment)
@@ -107,7 +108,7 @@ def run(
     return path
 
 
-def _graded_line(assignment: str, graded: object) -> str:
+def _graded_line(assignment: str, graded: Graded) -> str:
     status = "graded" if graded.ok else f"NOT GRADED ({graded.message})"
     flags = [e for e in graded.events if e.status != "graded"]
     extra = "".join(f"\n    {e.notebook}: {e.status.upper()}: {e.detail}" for e in flags)

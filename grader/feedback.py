@@ -1,4 +1,4 @@
-"""Feedback without the hidden tests.
+"""``course feedback``: nbgrader's feedback without the hidden tests.
 
 nbgrader's feedback shows every test cell as it was graded, hidden tests included, and a failed
 hidden test shows its code again in the traceback. :class:`HideHiddenTests` removes the hidden
@@ -8,10 +8,15 @@ error's name and message, which our checks write for the student).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbformat import NotebookNode
 from nbgrader.preprocessors import ClearHiddenTests, GetGrades
 from traitlets.config import Config
+
+from grader.nbgrader_api import check_result, nbgrader_api
+from grader.paths import require_assignment
 
 HIDDEN_NOTE = "# (hidden tests were run here; their code is not shown)"
 
@@ -39,3 +44,12 @@ def feedback_config() -> Config:
     config = Config()
     config.GenerateFeedback.preprocessors = [HideHiddenTests, GetGrades, CSSHTMLHeaderPreprocessor]
     return config
+
+
+def feedback(root: Path, assignment: str) -> Path:
+    """Write ``feedback/STUDENT/ASSIGNMENT/*.html`` without hidden tests (cells or tracebacks)."""
+    require_assignment(root, assignment)
+    api = nbgrader_api(root, feedback_config())
+    result = api.generate_feedback(assignment, force=True)
+    check_result(result, f"generating feedback for '{assignment}'")
+    return root / "feedback"

@@ -1,23 +1,26 @@
-"""Kernels that talk over private Unix sockets instead of TCP ports.
+"""The kernel managers of grading: private Unix sockets, and the sandboxed kernel.
 
 Grading starts many kernels at once. Over TCP, jupyter_client chooses free ports and the
 kernel binds them a moment later; when two kernels start together they can race for the same
 ports, and a client may end up waiting forever for a reply that went elsewhere. With the
 ``ipc`` transport each kernel gets its own socket files, named here after a fresh random id, so
 no two kernels can meet. nbgrader and ``course check`` use this class (see nbgrader_config.py).
+
+:class:`SandboxedKernelManager` starts the kernel of a graded notebook inside the bubblewrap
+sandbox of :mod:`grader.sandbox`.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
-import sys
 import tempfile
 import uuid
 
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import Integer, List, Unicode, default
+
+from grader.sandbox import sandbox_command
 
 
 class IsolatedKernelManager(AsyncKernelManager):
@@ -109,60 +112,3 @@ class SandboxedKernelManager(IsolatedKernelManager):
         if not restart and getattr(self, "_sockets", None):
             shutil.rmtree(self._sockets, ignore_errors=True)
             self._sockets = ""
-
-
-def _readable_roots() -> list[str]:
-    """Folders the kernel must read: the Python installation, the virtualenv, ``course/``."""
-    folders = {sys.base_prefix, sys.prefix}
-    spec = importlib.util.find_spec("course")  # found, not imported: the grader never imports it
-    if spec and spec.submodule_search_locations:
-        folders |= set(spec.submodule_search_locations)
-    return sorted(os.path.realpath(f) for f in folders)
-
-
-def sandbox_command(
-    kernel: list[str],
-    workdir: str,
-    sockets: str,
-    env_allow: list[str],
-    etc_files: list[str],
-    tmp_size_mb: int = 256,
-) -> list[str]:
-    """``bwrap ... -- KERNEL``: the kernel in a sandbox (see :class:`SandboxedKernelManager`)."""
-    bwrap = shutil.which("bwrap")
-    if bwrap is None:
-        raise RuntimeError(
-            "bubblewrap (bwrap) is not installed: `make setup` installs it (Debian package "
-            "bubblewrap). Grading without a sandbox needs an explicit --unsafe-no-sandbox."
-        )
-    # /tmp first: the folders bound below may live under /tmp (a clone there, say).
-    args = [
-        bwrap,
-        "--size",
-        str(tmp_size_mb * 2**20),
-        "--tmpfs",
-        "/tmp",
-        "--ro-bind",
-        "/usr",
-        "/usr",
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-    ]
-    for link in ("bin", "lib", "lib64", "sbin"):
-        if os.path.islink(f"/{link}"):
-            args += ["--symlink", os.readlink(f"/{link}"), f"/{link}"]
-    for entry in etc_files:
-        if os.path.exists(f"/etc/{entry}"):
-            args += ["--ro-bind", f"/etc/{entry}", f"/etc/{entry}"]
-    for folder in _readable_roots():
-        args += ["--ro-bind", folder, folder]
-    args += ["--bind", sockets, sockets, "--bind", workdir, workdir]
-    args += ["--chdir", workdir, "--unshare-all", "--die-with-parent", "--new-session"]
-    args += ["--cap-drop", "ALL", "--clearenv"]
-    env = {"HOME": "/tmp", "PATH": f"{os.path.dirname(sys.executable)}:/usr/bin:/bin"}
-    env |= {name: os.environ[name] for name in env_allow if name in os.environ}
-    for name, value in sorted(env.items()):
-        args += ["--setenv", name, value]
-    return [*args, "--", *kernel]

@@ -1,65 +1,88 @@
-"""Run a command under resource limits: ``python -m grader.limits [LIMITS] -- COMMAND...``.
+"""The limits one submission is graded under: configured, and derived from the reference run.
 
-:mod:`grader.sandbox` starts each ``nbgrader autograde`` through this module rather than with
-``subprocess.Popen(preexec_fn=...)``, which the Python documentation calls unsafe in a process
-with threads (the grading pipeline starts submissions from worker threads). This process sets
-the rlimits with :func:`resource.setrlimit` and then replaces itself with the command
-(:func:`os.execvp`): the command keeps this process id, so killing the id the caller started
-kills the command, and the limits hold for it and for every process it starts (its kernels).
+- :class:`Limits`: the ceilings set in ``nbgrader_config.py`` (``c.Limits.*``): wall-clock
+  seconds for a whole submission, address space (memory), size of a written file, processes.
+- :class:`TimeLimits`: the cell and submission time limits of one assignment. A fixed limit
+  (120 s a cell, 900 s a submission) lets a loop that never ends hold a worker for 15 minutes,
+  so grading allows, per submission (:func:`time_limits`):
 
-Limits set: address space (``--memory-mb``), size of a written file (``--file-size-mb``),
-processes of the user (``--processes``; not enforced for root), and no core dumps.
+  - a cell: ``CELL_FACTOR`` x the slowest cell of the reference run, at least ``CELL_FLOOR``;
+  - a submission: ``SUBMISSION_FACTOR`` x the whole reference run, at least
+    ``SUBMISSION_FLOOR``;
+
+  never more than the configured limits (``c.Execute.timeout``, ``c.Limits.submission_seconds``),
+  which stay the ceiling. Without a current record of the reference run
+  (:mod:`grader.reference_run`) the configured limits apply.
+
+How they are enforced: the time limits by nbclient (a cell) and by the grader, which kills the
+``nbgrader autograde`` process (:mod:`grader.nbgrader_run`); memory, file size and processes by
+POSIX rlimits, set by :mod:`grader.rlimits`.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import resource
-import sys
-from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
-MB = 1024 * 1024
+from traitlets import Integer
+from traitlets.config import Configurable
 
+from grader import reference_run
+from grader.paths import load_config
 
-def wrap(command: Sequence[str], memory_mb: int, file_size_mb: int, processes: int) -> list[str]:
-    """The command line that runs ``command`` under these limits."""
-    return [
-        sys.executable, "-m", "grader.limits",
-        "--memory-mb", str(memory_mb),
-        "--file-size-mb", str(file_size_mb),
-        "--processes", str(processes),
-        "--", *command,
-    ]  # fmt: skip
+CELL_FACTOR, CELL_FLOOR = 10, 30
+SUBMISSION_FACTOR, SUBMISSION_FLOOR = 4, 120
+DEFAULT_CELL_SECONDS = 120  # when the configuration sets no cell timeout
 
 
-def apply(memory_mb: int, file_size_mb: int, processes: int) -> None:
-    """Set the rlimits of this process (inherited by whatever it runs or starts)."""
-    resource.setrlimit(resource.RLIMIT_AS, (memory_mb * MB, memory_mb * MB))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_mb * MB, file_size_mb * MB))
-    resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+class Limits(Configurable):
+    """Limits on one submission while it is graded (``c.Limits.*`` in nbgrader_config.py)."""
+
+    submission_seconds = Integer(900, help="Wall-clock seconds for a whole submission.").tag(
+        config=True
+    )
+    memory_mb = Integer(8192, help="Address space of the grading process and kernel (MB).").tag(
+        config=True
+    )
+    file_size_mb = Integer(512, help="Largest file the submission may write (MB).").tag(config=True)
+    processes = Integer(512, help="Processes of the grading user (not enforced for root).").tag(
+        config=True
+    )
 
 
-def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="python -m grader.limits", description=__doc__)
-    parser.add_argument("--memory-mb", type=int, required=True)
-    parser.add_argument("--file-size-mb", type=int, required=True)
-    parser.add_argument("--processes", type=int, required=True)
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
-    args = parser.parse_args(argv)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
-        parser.error("no command to run (after --)")
-    try:
-        apply(args.memory_mb, args.file_size_mb, args.processes)
-    except (ValueError, OSError) as error:
-        raise SystemExit(f"grader.limits: cannot set the limits ({error!r})") from None
-    try:
-        os.execvp(command[0], command)
-    except OSError as error:
-        raise SystemExit(f"grader.limits: cannot run {command[0]} ({error!r})") from None
+def configured(root: Path) -> Limits:
+    """The limits configured for the course at ``root``."""
+    return Limits(config=load_config(root))
 
 
-if __name__ == "__main__":
-    main(sys.argv[1:])
+@dataclass(frozen=True)
+class TimeLimits:
+    """The time limits one submission is graded under, and where they come from."""
+
+    cell_seconds: int
+    submission_seconds: int
+    basis: str  # said in the report when a submission is stopped
+
+
+def time_limits(
+    root: Path, assignment: str, cell_ceiling: int, submission_ceiling: int
+) -> TimeLimits:
+    """The limits of ``assignment``: derived from its reference run, capped by the configuration."""
+    run = reference_run.current(root, assignment)
+    if run is None:
+        return TimeLimits(cell_ceiling, submission_ceiling, "the configured limits")
+    cell = max(CELL_FLOOR, round(CELL_FACTOR * run["slowest_cell_seconds"]))
+    submission = max(SUBMISSION_FLOOR, round(SUBMISSION_FACTOR * run["seconds"]))
+    basis = (
+        f"the reference solution ran in {run['seconds']:g} s, its slowest cell in "
+        f"{run['slowest_cell_seconds']:g} s"
+    )
+    return TimeLimits(min(cell, cell_ceiling), min(submission, submission_ceiling), basis)
+
+
+def of_assignment(root: Path, assignment: str) -> tuple[Limits, TimeLimits]:
+    """The configured limits of one submission, and the time limits from the reference run."""
+    limits = configured(root)
+    cell_ceiling = int(load_config(root).Execute.timeout or 0) or DEFAULT_CELL_SECONDS
+    times = time_limits(root, assignment, cell_ceiling, limits.submission_seconds)
+    return limits, times

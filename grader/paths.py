@@ -1,4 +1,8 @@
-"""Where the course lives: the folder with ``nbgrader_config.py`` and nbgrader's sub-folders."""
+"""The course folder: where it is, its configuration, what it holds.
+
+The course is the folder with ``nbgrader_config.py`` and nbgrader's sub-folders (``source/``,
+``release/``, ``submitted/``, ``autograded/``, ``feedback/``).
+"""
 
 from __future__ import annotations
 
@@ -63,3 +67,21 @@ def require_assignment(root: Path, assignment: str) -> None:
             f"unknown assignment '{assignment}': the course has {', '.join(known) or 'none'} "
             f"(folders of {root / 'source'})."
         )
+
+
+def submitted_students(root: Path, assignment: str) -> list[str]:
+    """Students with a folder ``submitted/STUDENT/ASSIGNMENT``."""
+    submitted = root / "submitted"
+    if not submitted.is_dir():
+        return []
+    return sorted(p.name for p in submitted.iterdir() if (p / assignment).is_dir())
+
+
+def release_notebooks(root: Path, assignment: str) -> list[str]:
+    """The notebook names (without .ipynb) of an assignment."""
+    return sorted(p.stem for p in (root / "source" / assignment).glob("*.ipynb"))
+
+
+def db_url(root: Path) -> str:
+    """The gradebook's database URL from the course configuration."""
+    return load_config(root).CourseDirectory.db_url

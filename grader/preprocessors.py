@@ -1,9 +1,14 @@
-"""nbgrader preprocessors of the course (configured in nbgrader_config.py)."""
+"""nbgrader preprocessors of the course (configured in nbgrader_config.py).
+
+Each says what it did in the notes file (:class:`Notes`), which the grader names on nbgrader's
+command line (``--Notes.path=...``, in the scratch course, where the kernel cannot write) and
+reads back for the grading report (:func:`read_notes`); each also logs it.
+"""
 
 from __future__ import annotations
 
+import json
 import os
-import re
 from pathlib import Path
 
 from nbclient import NotebookClient
@@ -11,20 +16,38 @@ from nbclient.exceptions import DeadKernelError
 from nbformat import NotebookNode
 from nbgrader import utils
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from traitlets import Integer
+from traitlets import Integer, Unicode
+from traitlets.config import Configurable
 
 from grader.verification import observations_file
 
 REMOVED = "a second copy of cell {} was removed before grading"
-# nbgrader logs it as "[AutogradeApp | WARNING] a second copy of cell ID was removed ..."
-_REMOVED_LINE = re.compile(
-    r"WARNING\] (" + re.escape(REMOVED).replace(r"\{\}", "(?:.+)") + r")$", re.M
-)
+KINDS = ("removed", "died")  # the kinds of notes, in the order the report gives them
 
 
-def removed_copies(log: str) -> list[str]:
-    """The notes :class:`DropDuplicateCells` logged in the output of ``nbgrader autograde``."""
-    return list(dict.fromkeys(match.group(1) for match in _REMOVED_LINE.finditer(log)))
+class Notes(Configurable):
+    """The notes file of one ``nbgrader autograde`` run: JSON, kind -> notes in the order made."""
+
+    path = Unicode("", help="Where the course's preprocessors write their notes ('': none).").tag(
+        config=True
+    )
+
+    def add(self, kind: str, note: str) -> None:
+        """Append ``note`` under ``kind`` (one of :data:`KINDS`)."""
+        if not self.path:
+            return
+        file = Path(self.path)
+        notes = json.loads(file.read_text()) if file.is_file() else {}
+        notes.setdefault(kind, []).append(note)
+        file.write_text(json.dumps(notes))
+
+
+def read_notes(path: Path) -> list[str]:
+    """The notes at ``path`` for the report: the removed copies (each once), then the kernels
+    that died (empty without a file)."""
+    notes = json.loads(path.read_text()) if path.is_file() else {}
+    removed = list(dict.fromkeys(notes.get("removed", [])))
+    return removed + list(notes.get("died", []))
 
 
 class DropDuplicateCells(NbGraderPreprocessor):
@@ -41,9 +64,9 @@ class DropDuplicateCells(NbGraderPreprocessor):
 
     This preprocessor removes every later copy before nbgrader restores the course's cells
     (``OverwriteCells``), so the submission is graded as if the copy had never been made, and
-    logs one warning per removed cell (:data:`REMOVED`), which :mod:`grader.sandbox` reads back
-    from nbgrader's output for the grading report. Every cell with a grade_id counts, whatever
-    its other flags say: ``OverwriteCells`` restores any cell that has one.
+    notes one line per removed cell (:data:`REMOVED`) for the grading report. Every cell with a
+    grade_id counts, whatever its other flags say: ``OverwriteCells`` restores any cell that has
+    one.
     """
 
     def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
@@ -53,6 +76,7 @@ class DropDuplicateCells(NbGraderPreprocessor):
             grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
             if grade_id is not None and grade_id in seen:
                 self.log.warning(REMOVED.format(grade_id))
+                Notes(parent=self).add("removed", REMOVED.format(grade_id))
                 continue
             if grade_id is not None:
                 seen.add(grade_id)
@@ -66,12 +90,6 @@ NOT_RUN = (
     "not run: the notebook's kernel died in an earlier cell (os._exit, a crash or the memory "
     "limit), so this test earns nothing"
 )
-_DIED_LINE = re.compile(r"WARNING\] (" + re.escape(DIED).replace(r"\{\}", "(?:.+)") + r")$", re.M)
-
-
-def kernel_deaths(log: str) -> list[str]:
-    """The notes :class:`ExecuteKeepingPoints` logged in the output of ``nbgrader autograde``."""
-    return [match.group(1) for match in _DIED_LINE.finditer(log)]
 
 
 class ExecuteKeepingPoints(Execute):
@@ -82,7 +100,7 @@ class ExecuteKeepingPoints(Execute):
     ``DeadKernelError`` and nbgrader gives up on the whole notebook: no cell is graded. Here the
     notebook is kept as far as it ran: the cell that was running gets an error output, every
     later test cell gets one too (a test cell without an error output would earn its points),
-    and grading goes on with what ran. One warning is logged (:data:`DIED`) for the report.
+    and grading goes on with what ran. One note is made (:data:`DIED`) for the report.
 
     With :attr:`verification_seed` set (the grader sets it per submission), the kernel then runs
     :func:`course.verify.observe` (:mod:`grader.verification`); if the kernel died, a fresh one
@@ -123,6 +141,7 @@ class ExecuteKeepingPoints(Execute):
         died = self._running if self._running is not None else 0
         name = cells[died].get("metadata", {}).get("nbgrader", {}).get("grade_id", died)
         self.log.warning(DIED.format(name))
+        Notes(parent=self).add("died", DIED.format(name))
         cells[died].setdefault("outputs", []).append(
             _error("DeadKernelError", "the kernel died in this cell")
         )

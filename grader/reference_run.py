@@ -1,17 +1,11 @@
-"""Time limits derived from the reference solution's own run, recorded at release.
+"""The reference solution's own run, recorded at release: what grading's time limits come from.
 
-A fixed limit (120 s a cell, 900 s a submission) lets a loop that never ends hold a worker for
-15 minutes. ``course release`` therefore runs each instructor notebook once, in grading mode, as
-nbgrader runs the reference student (solutions and hidden tests included), and records how long
-it took in ``reference_runs.json`` beside the gradebook, with the SHA-256 of the notebook it ran.
-Grading then allows, per submission of that assignment (:func:`limits_for`):
-
-- a cell: ``CELL_FACTOR`` x the slowest cell of the reference run, at least ``CELL_FLOOR``;
-- a submission: ``SUBMISSION_FACTOR`` x the whole reference run, at least ``SUBMISSION_FLOOR``;
-
-never more than the configured limits (``c.Execute.timeout``, ``c.Limits.submission_seconds``),
-which stay the ceiling. A record whose notebook changed since is not used (the configured limits
-apply) until the next ``course release``.
+``course release`` runs each instructor notebook once, in grading mode, as nbgrader runs the
+reference student (solutions and hidden tests included), and records how long it took in
+``reference_runs.json`` beside the gradebook, with the SHA-256 of the notebook it ran.
+:func:`grader.limits.time_limits` derives each submission's cell and submission time limits from
+it. A record whose notebook changed since is not used (the configured limits apply) until the
+next ``course release``.
 """
 
 from __future__ import annotations
@@ -22,12 +16,15 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+from grader.notebooks import read_notebook
+from grader.paths import CourseError
+
 FILE = "reference_runs.json"
-CELL_FACTOR, CELL_FLOOR = 10, 30
-SUBMISSION_FACTOR, SUBMISSION_FLOOR = 4, 120
 
 
 def _sha256(path: Path) -> str:
@@ -78,12 +75,6 @@ def record(root: Path, assignment: str) -> dict:
 
 def _timed_run(path: Path) -> tuple[float, dict[str, float]]:
     """Seconds of a whole run of the notebook at ``path``, and of each code cell by name."""
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
-
-    from grader.paths import CourseError
-    from grader.submission import read_notebook
-
     started: dict[int, float] = {}
     cells: dict[str, float] = {}
 
@@ -115,28 +106,3 @@ def _timed_run(path: Path) -> tuple[float, dict[str, float]]:
                 f"fix {path.relative_to(path.parents[2])} and release again"
             ) from None
         return time.perf_counter() - begin, cells
-
-
-@dataclass(frozen=True)
-class TimeLimits:
-    """The limits one submission is graded under, and where they come from."""
-
-    cell_seconds: int
-    submission_seconds: int
-    basis: str  # said in the report when a submission is stopped
-
-
-def limits_for(
-    root: Path, assignment: str, cell_ceiling: int, submission_ceiling: int
-) -> TimeLimits:
-    """The limits of ``assignment``: derived from its reference run, capped by the configuration."""
-    run = current(root, assignment)
-    if run is None:
-        return TimeLimits(cell_ceiling, submission_ceiling, "the configured limits")
-    cell = max(CELL_FLOOR, round(CELL_FACTOR * run["slowest_cell_seconds"]))
-    submission = max(SUBMISSION_FLOOR, round(SUBMISSION_FACTOR * run["seconds"]))
-    basis = (
-        f"the reference solution ran in {run['seconds']:g} s, its slowest cell in "
-        f"{run['slowest_cell_seconds']:g} s"
-    )
-    return TimeLimits(min(cell, cell_ceiling), min(submission, submission_ceiling), basis)

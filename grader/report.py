@@ -10,10 +10,24 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 FIELDS = ["assignment", "student", "notebook", "status", "points", "max_points", "detail"]
 FILE = "grading_report.csv"
+
+
+@dataclass
+class Event:
+    """One line of the grading report: what happened to one notebook of one student."""
+
+    assignment: str
+    student: str
+    notebook: str
+    status: str  # graded, flagged, not graded, missing notebook, ignored
+    points: float | None
+    max_points: float | None
+    detail: str = ""
 
 
 def read(root: Path) -> list[dict[str, str]]:
@@ -25,7 +39,7 @@ def read(root: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-def update(root: Path, events: Iterable[object]) -> None:
+def update(root: Path, events: Iterable[Event]) -> None:
     """Replace the lines of the (assignment, student) pairs in ``events`` by ``events``."""
     events = list(events)
     if not events:

@@ -13,18 +13,23 @@ Two layers, because code running in the kernel can reach anything else in the ke
    run-time marker in the outputs.
 
 A flagged notebook is marked ``flagged`` in the gradebook and earns no points (see
-:mod:`grader.pipeline`).
+:func:`grader.grading.examine`).
 """
 
 from __future__ import annotations
 
 import ast
+import threading
 from collections.abc import Iterable
+from pathlib import Path
 
 from nbformat import NotebookNode
 from nbgrader import utils
 from nbgrader.preprocessors import ClearHiddenTests
 from traitlets.config import Config
+
+from grader.notebooks import read_notebook
+from grader.paths import assignments
 
 MARKER = "TAMPERING DETECTED"  # what course.guard writes when a check finds a patched function
 
@@ -241,3 +246,21 @@ def scan_notebook(
             if output.get("output_type") == "error" and MARKER in output.get("evalue", ""):
                 reasons.append(output["evalue"].splitlines()[0])
     return sorted(set(reasons))
+
+
+# CPython 3.11 can fail `ast.parse` run in two threads at once with "SystemError: AST
+# constructor recursion depth mismatch" (python/cpython#106905); grading threads scan one at a
+# time.
+_PARSING = threading.Lock()
+
+
+def scan_graded(root: Path, assignment: str, student: str, notebook: str) -> list[str]:
+    """:func:`scan_notebook` on ``autograded/STUDENT/ASSIGNMENT/NOTEBOOK.ipynb`` of the course
+    at ``root``, against its source notebook (empty when it was not graded)."""
+    graded_path = root / "autograded" / student / assignment / f"{notebook}.ipynb"
+    if not graded_path.is_file():
+        return []
+    graded = read_notebook(graded_path)
+    source = read_notebook(root / "source" / assignment / f"{notebook}.ipynb")
+    with _PARSING:
+        return scan_notebook(graded, source, assignment, assignments(root))

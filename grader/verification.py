@@ -1,5 +1,11 @@
 """Verdicts that student code cannot change: the grader's side of the trusted verification.
 
+This module is the whole of it on the grader's side: the seed of a submission
+(:func:`seed_for`), the judge process and its verdicts on the graded notebooks
+(:class:`Judge`, :func:`judge_notebooks`) and those verdicts applied to the gradebook
+(:func:`apply_verdicts`). In the words of the code: the kernel *observes* (writes the
+observations file), the *judge* decides, the grader *verifies* the points against its verdicts.
+
 The notebook's own test cells run in the student's kernel, where student code can replace
 whatever they call (from a string given to ``exec``, through IPython's namespace, ...). So each
 notebook is verified a second time, where no student code runs:
@@ -14,8 +20,9 @@ notebook is verified a second time, where no student code runs:
    and gives every test cell its verdict (:mod:`judge`);
 3. :func:`disagreements` compares those verdicts with the points the notebook's own cells gave.
    The judge's verdict stands: a cell that earned points in the kernel but fails in the judge
-   earns nothing, and so does every cell when the observations are missing or unreadable; the
-   notebook is flagged so that the instructor sees it, and the report says which cells and why.
+   earns nothing, and so does every cell when the observations are missing or unreadable
+   (:func:`apply_verdicts`); the notebook is flagged so that the instructor sees it, and the
+   report says which cells and why.
    (The judge draws fresh inputs, so code that is wrong only for inputs the notebook's fixed
    hidden tests missed loses those cells too; the rest of its points stay.)
 """
@@ -30,6 +37,8 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from nbgrader.api import SubmittedNotebook
 
 SUFFIX = ".observations.pt"  # written by the kernel next to the graded notebook
 
@@ -47,6 +56,12 @@ def has_judge(assignment: str) -> bool:
 def new_seed() -> int:
     """A seed the submission cannot know in advance."""
     return secrets.randbelow(2**31 - 1) + 1
+
+
+def seed_for(assignment: str, judge: Judge | None) -> int:
+    """The seed of one submission's observations: 0 (not verified) without a judge or without
+    a judge of ``assignment``."""
+    return new_seed() if judge is not None and has_judge(assignment) else 0
 
 
 @dataclass
@@ -106,6 +121,35 @@ class Judge:
             except subprocess.TimeoutExpired:
                 self._process.kill()
         self._process = None
+
+
+def judge_notebooks(
+    judge: Judge | None, assignment: str, seed: int, folder: Path
+) -> dict[str, Verification]:
+    """The judge's verdicts on every graded notebook in ``folder``, by notebook name (empty
+    when ``seed`` is 0); the observation files are removed from ``folder`` afterwards."""
+    verifications = {}
+    if seed and judge is not None:
+        for name in sorted(p.stem for p in folder.glob("*.ipynb")):
+            path = observations_file(folder, name)
+            verifications[name] = judge.verify(assignment, seed, path)
+    for observed in folder.glob(f"*{SUFFIX}"):
+        observed.unlink()
+    return verifications
+
+
+def apply_verdicts(row: SubmittedNotebook, verification: Verification) -> list[str]:
+    """The judge's verdicts stand: every test cell of the gradebook's ``row`` (a submitted
+    notebook) whose points they do not uphold earns nothing and the notebook is flagged.
+    Returns why, one reason per overruled cell (empty: the notebook keeps its points)."""
+    scores = {grade.name: grade.auto_score for grade in row.grades}
+    overruled = disagreements(verification, scores)
+    if overruled:
+        row.flagged = True
+        for grade in row.grades:
+            if grade.name in overruled:
+                grade.auto_score = 0.0
+    return [f"{cell} {reason}" for cell, reason in overruled.items()]
 
 
 def disagreements(verification: Verification, scores: dict[str, float]) -> dict[str, str]:

@@ -32,8 +32,9 @@ from nbformat import NotebookNode
 from nbgrader.utils import is_grade, is_locked, is_solution
 
 from grader import demo
-from grader.selfcheck import error_message
-from grader.submission import grade_id, read_notebook
+from grader.check import error_message
+from grader.notebooks import read_notebook
+from grader.submission import grade_id
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 (after choosing the backend)
@@ -172,7 +173,7 @@ def run_cell(cell: Cell, namespace: dict, caught: list) -> Outcome:
 
     The cell fails when it raises or writes to stderr; a kernel writes shown warnings (those
     added to ``caught`` meanwhile) to stderr. The message is the one ``course check`` and the
-    feedback give (:func:`grader.selfcheck.error_message`). Figures are closed afterwards. (A
+    feedback give (:func:`grader.check.error_message`). Figures are closed afterwards. (A
     last expression, which nbgrader reads as partial credit, is not looked at: the course's test
     cells end with ``passed(...)``.)
     """

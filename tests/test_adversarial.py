@@ -27,6 +27,7 @@ from nbformat import NotebookNode
 from nbgrader.api import Gradebook
 
 from grader import demo, pipeline, report
+from grader.submission import fill
 from tests.conftest import make_course_copy
 
 ASSIGNMENT = "a_masks"
@@ -36,16 +37,11 @@ WRONG_MASK = f"def {MASK}(sz):\n    return torch.zeros(sz, sz)\n"
 
 
 def set_code(name: str, code: str) -> Callable[[NotebookNode], NotebookNode]:
-    """Replace the solution cell that defines ``name`` by ``code``."""
+    """Replace the solution cell that defines ``name`` by ``code`` (grader.submission.fill)."""
 
     def edit(nb: NotebookNode) -> NotebookNode:
-        for cell in nb.cells:
-            if cell.cell_type == "code" and (
-                f"def {name}" in cell.source or f"class {name}" in cell.source
-            ):
-                cell.source = code
-                return nb
-        raise AssertionError(f"no cell defines {name}")
+        assert fill(nb, {name: code}) == [], f"no solution cell defines {name}"
+        return nb
 
     return edit
 

@@ -6,6 +6,7 @@ import torch
 
 from course.g_birth_places import checkpoint, checks, finetune
 from course.g_birth_places.chars import IGNORE, CharVocab, question_rows
+from course.testcells import GradingError
 from tools import pretrain_birth_places as pretrain
 
 
@@ -21,9 +22,26 @@ def test_checkpoint_is_small_and_documented() -> None:
     assert not info["train"]["smoke"], "the shipped checkpoint is a smoke run: pretrain again"
 
 
+def verdict(span_corruption: object) -> str:
+    """What the hidden checks of ``span_corruption`` say: '' when they accept it, else why not."""
+    try:
+        checks.diagnose_span_corruption(span_corruption, checks.span_case(3, hidden=True))
+    except GradingError as error:
+        return str(error)
+    return ""
+
+
 def test_the_reference_span_corruption_passes_its_checks() -> None:
-    code = pretrain.given()
-    checks.diagnose_span_corruption(code.span_corruption, checks.span_case(3, hidden=True))
+    assert verdict(pretrain.given().span_corruption) == ""
+
+
+def test_span_checks_reject_a_sampler_that_ignores_its_generator() -> None:
+    """The checks above have teeth: the same draws whatever the generator are named."""
+
+    def reseeded(document: str, block_size: int, generator=None) -> str:
+        return _from_floats(document, block_size, torch.Generator().manual_seed(0))
+
+    assert "generator" in verdict(reseeded)
 
 
 def test_question_rows_train_on_the_answer_only() -> None:
@@ -122,4 +140,4 @@ def _start_first(document: str, block_size: int, generator=None) -> str:
 
 def test_span_checks_accept_correct_samplers_they_have_never_seen() -> None:
     for sampler in (_from_floats, _start_first):
-        checks.diagnose_span_corruption(sampler, checks.span_case(3, hidden=True))
+        assert verdict(sampler) == "", f"{sampler.__name__} is correct: {verdict(sampler)}"

@@ -26,11 +26,15 @@ from nbgrader.preprocessors import DeduplicateIds
 from traitlets.config import Config
 from traitlets.utils.importstring import import_item
 
-from grader import limits, sandbox, selfcheck, tampering
+from grader import check, nbgrader_run, rlimits, tampering
 from grader.cli import main
+from grader.job import GradingJob
+from grader.limits import Limits, TimeLimits
+from grader.notebooks import read_notebook
 from grader.paths import load_config
-from grader.preprocessors import REMOVED, DropDuplicateCells, removed_copies
-from grader.submission import fill, read_notebook, reference_code, solution_markers
+from grader.preprocessors import DIED, REMOVED, DropDuplicateCells, Notes, read_notes
+from grader.scratch import scratch_course
+from grader.submission import fill, reference_code, solution_markers
 from tests.conftest import ASSIGNMENTS, REPO
 
 COURSE = [sys.executable, "-m", "grader.cli"]
@@ -198,13 +202,13 @@ SHOW_LIMITS = (
 
 def test_limits_wrapper_sets_the_rlimits_then_becomes_the_command(tmp_path: Path) -> None:
     """The limits hold in the command and in what it starts; the command keeps the pid."""
-    command = limits.wrap(
+    command = rlimits.wrap(
         [sys.executable, "-c", SHOW_LIMITS, str(tmp_path / "big")],
         memory_mb=3000,
         file_size_mb=2,
         processes=4000,
     )
-    assert command[:3] == [sys.executable, "-m", "grader.limits"]
+    assert command[:3] == [sys.executable, "-m", "grader.rlimits"]
     process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
     out, _ = process.communicate(timeout=60)
     assert process.returncode == 0
@@ -219,13 +223,13 @@ def test_limits_wrapper_sets_the_rlimits_then_becomes_the_command(tmp_path: Path
 
 
 def test_limits_wrapper_reports_a_missing_command(tmp_path: Path) -> None:
-    command = limits.wrap(["no-such-program-here"], memory_mb=3000, file_size_mb=2, processes=99)
+    command = rlimits.wrap(["no-such-program-here"], memory_mb=3000, file_size_mb=2, processes=99)
     done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 1
     assert "cannot run no-such-program-here" in done.stderr and "Error" in done.stderr
 
 
-def test_sandbox_starts_nbgrader_through_the_wrapper(
+def test_nbgrader_starts_through_the_wrapper(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No preexec_fn (unsafe with threads): the limits come from the wrapper's arguments."""
@@ -245,15 +249,19 @@ def test_sandbox_starts_nbgrader_through_the_wrapper(
         started.append((command, kwargs))
         return Finished()
 
-    monkeypatch.setattr(sandbox.subprocess, "Popen", popen)
-    config = sandbox.Limits(memory_mb=1234, file_size_mb=56, processes=78)
-    outcome, scratch = sandbox.grade(root, "a_masks", "ann", root / "gradebook.db", {}, config)
-    sandbox.remove(scratch)
+    monkeypatch.setattr(nbgrader_run.subprocess, "Popen", popen)
+    config = Limits(memory_mb=1234, file_size_mb=56, processes=78)
+    times = TimeLimits(0, 900, "the configured limits")
+    job = GradingJob(root, "a_masks", root / "gradebook.db", config, times, {})
+    with scratch_course(root, "a_masks", "ann", job.gradebook) as folder:
+        outcome = nbgrader_run.run(job, "ann", folder, seed=0)
+    assert not folder.exists(), "the scratch course outlived its block"
     ((command, kwargs),) = started
     assert "preexec_fn" not in kwargs
     marker = command.index("--")
-    assert command[:marker] == limits.wrap([], 1234, 56, 78)[:-1]
+    assert command[:marker] == rlimits.wrap([], 1234, 56, 78)[:-1]
     assert command[marker + 1 : marker + 5] == [sys.executable, "-m", "nbgrader", "autograde"]
+    assert f"--Notes.path={folder / 'notes.json'}" in command  # out of the kernel's reach
     assert not outcome.ok and "boom" in outcome.message
 
 
@@ -277,17 +285,24 @@ def notebook_with_copies() -> NotebookNode:
     return nb
 
 
-def test_drop_duplicate_cells_keeps_the_first_copy(caplog: pytest.LogCaptureFixture) -> None:
+def test_drop_duplicate_cells_keeps_the_first_copy(
+    caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
     nb = notebook_with_copies()
+    config = Config()
+    config.Notes.path = str(tmp_path / "notes.json")  # as grader.nbgrader_run names it
     with caplog.at_level(logging.WARNING):
-        nb, _ = DropDuplicateCells(log=logging.getLogger("dedup")).preprocess(nb, {})
+        dedup = DropDuplicateCells(log=logging.getLogger("dedup"), config=config)
+        nb, _ = dedup.preprocess(nb, {})
     assert [c.source for c in nb.cells] == ["x = 1", "assert x == 1", "plain = 1"]
     notes = [REMOVED.format("test_x"), REMOVED.format("answer")]
     assert [r.getMessage() for r in caplog.records] == notes
     MetadataValidator().validate_nb(nb)  # what nbgrader's CheckCellMetadata runs next
-    # sandbox.grade reads the notes back from nbgrader's output
-    log = "".join(f"[AutogradeApp | WARNING] {note}\n" for note in [*notes, notes[0]])
-    assert removed_copies(log + f"print('{notes[1]}')\n") == notes
+    # The report reads the notes file: each removed copy once, then the kernels that died.
+    Notes(config=config).add("died", DIED.format("test_x"))
+    Notes(config=config).add("removed", notes[0])
+    assert read_notes(tmp_path / "notes.json") == [*notes, DIED.format("test_x")]
+    assert read_notes(tmp_path / "none.json") == []
 
 
 def test_nbgraders_deduplicate_ids_fails_the_whole_notebook() -> None:
@@ -340,11 +355,11 @@ def test_reference_code_of_the_course_has_no_marker() -> None:
 def test_check_sees_an_edited_read_only_cell() -> None:
     test = graded_cell("t", "assert f() == 1", grade=True, locked=True)
     test.metadata.nbgrader["checksum"] = utils.compute_checksum(test)
-    assert not selfcheck.edited(test)
+    assert not check.edited(test)
     test.source = "pass"
-    assert selfcheck.edited(test)
+    assert check.edited(test)
     test.metadata.nbgrader["locked"] = False  # a test cell is read-only whatever the flag says
-    assert selfcheck.edited(test)
+    assert check.edited(test)
     answer = graded_cell("f", "def f(): ...", solution=True)
     answer.metadata.nbgrader["checksum"] = "0"
-    assert not selfcheck.edited(answer)
+    assert not check.edited(answer)

@@ -24,8 +24,8 @@ from distributed import Client
 from nbgrader.api import Gradebook
 
 from grader import cluster, demo, pipeline, report
+from grader.nbgrader_run import kill_tree
 from grader.paths import CourseError
-from grader.sandbox import kill_tree
 from tests.conftest import make_course_copy
 from tests.test_adversarial import CASES
 

@@ -6,7 +6,9 @@ in ``test_checks_direct.py``).
 - the reference student gets every autograded point, the blank one none;
 - each student with a typical mistake loses the points of exactly the tests that target it,
   with a message that names the mistake;
-- students with other correct implementations get every autograded point.
+- students with other correct implementations get every autograded point;
+- every cell's score and message, every line of the grading report and the grade table are
+  those recorded in ``tests/graded_class.json`` (``tests/graded_class_record.py``).
 """
 
 from __future__ import annotations
@@ -15,11 +17,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbgrader.api import Gradebook
 
-from grader import demo, pipeline
-from grader.selfcheck import error_message
+from grader import demo
 from tests.conftest import ASSIGNMENTS, REPO, pipeline_students
+from tests.graded_class_record import autograded_cells, outcome, recorded
 
 STUDENTS = [(a, s) for a in ASSIGNMENTS for s in pipeline_students(a)]
 
@@ -31,27 +32,6 @@ def test_every_assignment_has_a_demo_class() -> None:
         correct = [s for s, d in students.items() if d.get("expect", {}).get("full_marks")]
         assert len(mistakes) >= 3, f"{assignment}: too few students with typical mistakes"
         assert len(correct) >= 3, f"{assignment}: need the reference and 2 other correct styles"
-
-
-def autograded_cells(root: Path, assignment: str, student: str) -> dict[str, dict]:
-    """grade_id -> {score, max, message} for every autograded test cell of a student."""
-    cells = {}
-    folder = root / "autograded" / student / assignment
-    with Gradebook(pipeline.db_url(root)) as gb:
-        for path in sorted(folder.glob("*.ipynb")):
-            nb = nbformat.read(str(path), as_version=4)
-            for cell in nb.cells:
-                meta = cell.metadata.get("nbgrader", {})
-                if not meta.get("grade") or cell.cell_type != "code":
-                    continue
-                grade = gb.find_grade(meta["grade_id"], path.stem, assignment, student)
-                cells[meta["grade_id"]] = {
-                    "score": grade.score,
-                    "max": grade.max_score,
-                    "message": error_message(cell) if grade.score < grade.max_score else "",
-                }
-    assert cells, f"no autograded notebooks for {student} in {folder}"
-    return cells
 
 
 @pytest.mark.parametrize(("assignment", "student"), STUDENTS, ids=[f"{a}-{s}" for a, s in STUDENTS])
@@ -105,3 +85,15 @@ def test_reference_runs_top_to_bottom_without_an_error(graded_class: Path) -> No
             assert not errors, f"{assignment}/{path.name}:\n" + "\n".join(errors)
             ran = [c for c in nb.cells if c.cell_type == "code" and c.execution_count]
             assert len(ran) == sum(c.cell_type == "code" for c in nb.cells), "a cell did not run"
+
+
+def test_grading_gives_what_was_recorded(graded_class: Path) -> None:
+    """Scores and messages per test cell, report lines and grade table, as recorded: a change
+    to the grader that keeps behaviour keeps all of them (re-record only for a course change)."""
+    expected, got = recorded(ASSIGNMENTS), outcome(graded_class, ASSIGNMENTS)
+    assert sorted(got["cells"]) == sorted(expected["cells"])
+    for key, cells in expected["cells"].items():
+        assert got["cells"][key] == cells, f"{key}: cells differ from tests/graded_class.json"
+    assert got["report"] == expected["report"]
+    if expected["grade_table"] is not None:
+        assert got["grade_table"] == expected["grade_table"]

@@ -7,7 +7,8 @@ import torch
 
 from course import guard
 from grader import demo, tampering
-from grader.submission import fill, read_notebook, reference_code
+from grader.notebooks import read_notebook
+from grader.submission import fill, reference_code
 from tests.conftest import ASSIGNMENTS, REPO
 
 PROTECTED = {"check", "check_close", "passed", "checks", "heatmap"}

@@ -32,7 +32,8 @@ import pytest
 import requests
 
 from grader import pipeline, tampering
-from grader.submission import fill, read_notebook, reference_code
+from grader.notebooks import read_notebook
+from grader.submission import fill, reference_code
 from tests.conftest import REPO, make_course_copy
 
 pytestmark = pytest.mark.slow

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -16,7 +18,9 @@ import psutil
 import pytest
 from nbclient import NotebookClient
 
+from grader import sandbox
 from grader.kernels import SandboxedKernelManager
+from grader.paths import CourseError
 
 PROBES = {
     "secret": "print(open(SECRET).read())",
@@ -137,15 +141,28 @@ def test_a_cell_timeout_interrupts_and_the_next_cell_runs(probed) -> None:
 
 
 def test_grading_refuses_without_bubblewrap(monkeypatch: pytest.MonkeyPatch) -> None:
-    from grader import sandbox
-    from grader.paths import CourseError
-
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
     with pytest.raises(CourseError, match="--unsafe-no-sandbox"):
         sandbox.check_sandbox()
 
 
-def test_bubblewrap_works_here() -> None:
-    from grader import sandbox
-
-    sandbox.check_sandbox()  # raises CourseError with the reason if it cannot start
+def test_bubblewrap_works_here(tmp_path: Path) -> None:
+    """The check grading starts with passes on this machine, and a process started the way a
+    kernel is runs alone in its PID namespace and sees nothing of the course but ``course/``."""
+    try:
+        sandbox.check_sandbox()
+    except CourseError as error:
+        pytest.fail(f"grading would refuse to start here: {error}")
+    workdir, sockets = tmp_path / "work", tmp_path / "sockets"
+    workdir.mkdir()
+    sockets.mkdir()
+    source = Path(__file__).resolve().parents[1] / "source"
+    look = f"import os; print(os.getpid(), os.path.exists({str(source)!r}))"
+    command = sandbox.sandbox_command(
+        [sys.executable, "-c", look], str(workdir), str(sockets), [], []
+    )
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    pid, sees_source = done.stdout.split()
+    assert int(pid) <= 2, f"pid {pid}: not in a PID namespace of its own"
+    assert source.is_dir() and sees_source == "False", "the sandbox shows source/"

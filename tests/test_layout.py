@@ -4,6 +4,10 @@
   the grader;
 - ``grader/`` (the ``course`` command) runs in the instructor's process: it never imports torch
   or the notebook side;
+- the judge (``judge/``) never imports the grader or nbgrader, and no file of ``course/`` or
+  ``judge/`` names ``grader`` in an import, even one inside a function;
+- ``grader/`` has no import cycle, and every import made inside a function says why in a
+  comment; no module of ``grader/`` or ``judge/`` is over 500 lines, no function over 60;
 - ``course/`` has one subpackage per assignment, mirroring ``source/`` and ``demo/``;
 - no module of ``course/`` defines a graded function or class, under its name or under the
   names its copies once had there.
@@ -16,6 +20,7 @@ import json
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -67,6 +72,99 @@ def test_the_judge_never_imports_nbgrader_or_the_grader() -> None:
     assert "torch" in loaded and "judge" in loaded
     assert not loaded & {"nbgrader", "grader"}, loaded & {"nbgrader", "grader"}
     assert "judge" not in imported_after(modules(course)), "the kernel side imports the judge"
+
+
+def imports_of(path: Path) -> list[tuple[str, ast.AST, bool]]:
+    """Every module ``path`` imports (absolute names), the import's node, and whether the import
+    sits inside a function (a lazy import)."""
+    tree = ast.parse(path.read_text())
+    found = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inside = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if isinstance(child, ast.Import):
+                found.extend((alias.name, child, inside) for alias in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.module and not child.level:
+                found.append((child.module, child, inside))
+                # `from grader import cluster` imports the module grader.cluster
+                found.extend((f"{child.module}.{a.name}", child, inside) for a in child.names)
+            visit(child, inside)
+
+    visit(tree, False)
+    return found
+
+
+def grader_graph() -> dict[str, set[str]]:
+    """Module of grader/ -> the modules of grader/ it imports (anywhere in the file)."""
+    folder = REPO / "grader"
+    names = {f"grader.{p.stem}" for p in folder.glob("*.py") if p.stem != "__init__"}
+    return {
+        f"grader.{path.stem}": {name for name, _, _ in imports_of(path) if name in names}
+        for path in folder.glob("*.py")
+        if path.stem != "__init__"
+    }
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of ``graph``, each as the path that closes it."""
+    found, state = [], {}
+
+    def walk(node: str, path: list[str]) -> None:
+        state[node] = "open"
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == "open":
+                found.append([*path[path.index(target) :], target])
+            elif target not in state:
+                walk(target, [*path, target])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            walk(node, [node])
+    return found
+
+
+def test_cycles_are_found() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c", "a"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_grader_has_no_import_cycle() -> None:
+    graph = grader_graph()
+    assert len(graph) > 10 and "grader.grading" in graph["grader.autograde"]
+    assert cycles(graph) == [], "import cycles in grader/"
+
+
+def test_every_lazy_import_of_the_grader_says_why() -> None:
+    """An import inside a function has a comment on its line or on the line just above."""
+    unexplained = []
+    for path in sorted((REPO / "grader").glob("*.py")):
+        lines = path.read_text().splitlines()
+        for name, node, lazy in imports_of(path):
+            if lazy and not any("#" in lines[i] for i in (node.lineno - 2, node.lineno - 1)):
+                unexplained.append(f"{path.name}:{node.lineno} imports {name}")
+    assert not unexplained, "\n".join(sorted(set(unexplained)))
+
+
+@pytest.mark.parametrize("side", ["course", "judge"])
+def test_the_kernel_side_and_the_judge_never_name_the_grader(side: str) -> None:
+    """Statically, lazy imports included (the import tests above see only what loads)."""
+    for path in sorted((REPO / side).rglob("*.py")):
+        named = {name for name, _, _ in imports_of(path) if name.split(".")[0] == "grader"}
+        assert not named, f"{path.relative_to(REPO)} imports {named}"
+
+
+def test_modules_and_functions_stay_short() -> None:
+    """No module of grader/ or judge/ over 500 lines; no function over 60 (a screen)."""
+    for path in sorted([*(REPO / "grader").glob("*.py"), *(REPO / "judge").glob("*.py")]):
+        text = path.read_text()
+        assert len(text.splitlines()) <= 500, f"{path.relative_to(REPO)} is over 500 lines"
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                assert length <= 60, f"{path.relative_to(REPO)}: {node.name} has {length} lines"
 
 
 def test_one_package_per_assignment_mirrors_source_and_demo() -> None:

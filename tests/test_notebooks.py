@@ -8,7 +8,7 @@ import nbformat
 import pytest
 
 from grader import pipeline
-from grader.submission import read_notebook
+from grader.notebooks import read_notebook
 from tests.conftest import ASSIGNMENTS, REPO, make_course_copy
 
 SOURCES = sorted(REPO.glob("source/*/*.ipynb"))

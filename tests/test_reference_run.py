@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from grader import reference_run
-from grader.reference_run import limits_for
+from grader.limits import time_limits
 from tests.conftest import ASSIGNMENTS, REPO
 
 
@@ -33,12 +33,12 @@ def course_with_run(tmp_path: Path, seconds: float, slowest: float) -> Path:
 
 def test_limits_follow_the_reference_run_within_floor_and_ceiling(tmp_path: Path) -> None:
     root = course_with_run(tmp_path / "slow", seconds=50.0, slowest=6.0)
-    times = limits_for(root, "a_masks", cell_ceiling=120, submission_ceiling=900)
+    times = time_limits(root, "a_masks", cell_ceiling=120, submission_ceiling=900)
     assert (times.cell_seconds, times.submission_seconds) == (60, 200)
     assert "50 s" in times.basis
-    fast = limits_for(course_with_run(tmp_path / "fast", 2.0, 0.5), "a_masks", 120, 900)
+    fast = time_limits(course_with_run(tmp_path / "fast", 2.0, 0.5), "a_masks", 120, 900)
     assert (fast.cell_seconds, fast.submission_seconds) == (30, 120)  # the floors
-    capped = limits_for(root, "a_masks", cell_ceiling=20, submission_ceiling=90)
+    capped = time_limits(root, "a_masks", cell_ceiling=20, submission_ceiling=90)
     assert (capped.cell_seconds, capped.submission_seconds) == (20, 90)  # the configuration
 
 
@@ -46,7 +46,7 @@ def test_a_stale_run_is_not_used(tmp_path: Path) -> None:
     root = course_with_run(tmp_path, seconds=50.0, slowest=6.0)
     notebook = next((root / "source" / "a_masks").glob("*.ipynb"))
     notebook.write_text(notebook.read_text().replace("causal", "causal "))
-    times = limits_for(root, "a_masks", cell_ceiling=120, submission_ceiling=900)
+    times = time_limits(root, "a_masks", cell_ceiling=120, submission_ceiling=900)
     assert (times.cell_seconds, times.submission_seconds) == (120, 900)
     assert times.basis == "the configured limits"
 

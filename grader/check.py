@@ -17,8 +17,8 @@ from nbgrader import utils
 from nbgrader.preprocessors import Execute
 
 from grader.kernels import IsolatedKernelManager
+from grader.notebooks import read_notebook
 from grader.paths import use_this_python
-from grader.submission import read_notebook
 
 NOT_IMPLEMENTED = "not implemented yet: replace `raise NotImplementedError()` with your code"
 

@@ -1,0 +1,150 @@
+"""One ``nbgrader autograde`` process for one submission, within its limits.
+
+The process runs in the submission's scratch course (:mod:`grader.scratch`) against the private
+gradebook there. It is started through :mod:`grader.rlimits`, a wrapper that sets the memory,
+file size and process limits (:class:`grader.limits.Limits`) and then becomes nbgrader (no
+``preexec_fn``: grading runs in threads); the cell timeout and the wall-clock limit of the whole
+submission come from :class:`grader.limits.TimeLimits`. A submission past its time limit is
+killed with every process it started. The notebook's kernel runs in bubblewrap
+(:class:`grader.kernels.SandboxedKernelManager`) unless the job is not sandboxed.
+
+The number of processes is not limited for root, and the scratch folder keeps relative paths
+away from the course; without the sandbox a kernel run by the same user can still open an
+absolute path: :mod:`grader.tampering` flags code that does.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from grader import rlimits
+from grader.job import GradingJob
+from grader.preprocessors import read_notes
+
+RUNNING: set[int] = set()  # pids of the nbgrader processes grading now
+
+# The kernel of every graded notebook runs in bubblewrap (grader/kernels.py) unless the
+# instructor asks for --unsafe-no-sandbox.
+SANDBOXED_KERNEL = "--Execute.kernel_manager_class=grader.kernels.SandboxedKernelManager"
+
+
+def worker_env(jobs: int) -> dict[str, str]:
+    """The environment of a grading process when ``jobs`` of them share this machine."""
+    threads = str(max(1, (os.cpu_count() or 1) // jobs))
+    return {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+
+
+@dataclass
+class Run:
+    """What one nbgrader run gave: whether it graded, how long it took, and a message (why it
+    did not grade, or the notes of the course's preprocessors)."""
+
+    ok: bool
+    seconds: float
+    message: str = ""
+
+
+def command(job: GradingJob, student: str, scratch: Path, seed: int) -> list[str]:
+    """The command line grading ``student`` in ``scratch``, behind the limits' wrapper."""
+    url = f"sqlite:///{scratch / 'gradebook.db'}"
+    nbgrader = [sys.executable, "-m", "nbgrader", "autograde", job.assignment, "--student"]
+    nbgrader += [student, "--db", url, f"--CourseDirectory.root={scratch}", "--force"]
+    if job.sandboxed:  # the kernel's sockets live in the scratch course, removed with it
+        nbgrader += [SANDBOXED_KERNEL, f"--SandboxedKernelManager.socket_root={scratch}"]
+    nbgrader += [f"--ExecuteKeepingPoints.verification_seed={seed}"]
+    nbgrader += [f"--Notes.path={notes_file(scratch)}"]
+    if job.times.cell_seconds:
+        nbgrader += [f"--Execute.timeout={job.times.cell_seconds}"]
+    limits = job.limits
+    return rlimits.wrap(nbgrader, limits.memory_mb, limits.file_size_mb, limits.processes)
+
+
+def run(job: GradingJob, student: str, scratch: Path, seed: int) -> Run:
+    """Autograde ``student`` in ``scratch`` (``seed``: of the trusted verification, 0: none).
+
+    The autograded notebooks are left in ``scratch/autograded/STUDENT/ASSIGNMENT``, the scores
+    in ``scratch/gradebook.db``."""
+    start = time.perf_counter()
+    # The limits are set by a wrapper that becomes nbgrader (exec), not by preexec_fn, which is
+    # unsafe in a process with threads: process.pid is nbgrader's own id (see kill_tree).
+    process = subprocess.Popen(
+        command(job, student, scratch, seed),
+        cwd=scratch,
+        env=job.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    RUNNING.add(process.pid)
+    try:
+        log, _ = process.communicate(timeout=job.times.submission_seconds)
+    except subprocess.TimeoutExpired:
+        kill_tree(process.pid)
+        process.communicate()
+        message = (
+            f"stopped after {job.times.submission_seconds} s, the time limit per submission "
+            f"({job.times.basis}; a cell that never ends?)"
+        )
+        return Run(False, time.perf_counter() - start, message)
+    finally:
+        RUNNING.discard(process.pid)
+    seconds = time.perf_counter() - start
+    graded = scratch / "autograded" / student / job.assignment
+    if process.returncode != 0 or not graded.is_dir():
+        return Run(False, seconds, first_error(log))
+    # What the course's preprocessors (nbgrader_config.py) did, for the report.
+    return Run(True, seconds, "; ".join(read_notes(notes_file(scratch))))
+
+
+def notes_file(scratch: Path) -> Path:
+    """The notes file of the course's preprocessors: in the scratch course, out of the
+    sandboxed kernel's reach (it sees only the notebook's folder)."""
+    return scratch / "notes.json"
+
+
+def kill_tree(pid: int) -> None:
+    """Kill a process and every process it started (kernels start in their own session)."""
+    try:
+        parent = psutil.Process(pid)
+        family = [*parent.children(recursive=True), parent]
+    except psutil.NoSuchProcess:
+        return
+    for process in family:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(family, timeout=10)
+
+
+def stop_all() -> None:
+    """Kill every nbgrader process of this process still running (grading was interrupted)."""
+    for pid in list(RUNNING):
+        kill_tree(pid)
+
+
+PLAIN_WORDS = {
+    "DeadKernelError": "the notebook's kernel died (os._exit, a crash or the memory limit)",
+    "CellTimeoutError": "a cell ran past the time limit and could not be interrupted",
+    "NotJSONError": "the notebook is not valid JSON (open it in JupyterLab to repair it)",
+    "JSONDecodeError": "the notebook is not valid JSON (open it in JupyterLab to repair it)",
+}
+
+
+def first_error(log: str) -> str:
+    """The most telling line of a failed nbgrader run, in plain words, on one line."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    for key, words in PLAIN_WORDS.items():
+        if any(key in line for line in lines):
+            return f"{words}: not graded"
+    for line in reversed(lines):
+        if ("Error" in line or "Exception" in line) and "Please see" not in line:
+            return line[-300:]
+    return "nbgrader autograde failed (no message)"

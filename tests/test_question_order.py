@@ -32,7 +32,7 @@ RUN = 10  # words of a model answer that must not appear, in a row, before its q
 # the final report of issue 33 lists, for each of their questions, phrases to declare and the
 # cells that quote them. Remove a notebook from here once its answers declare their phrases (the
 # test is strict: it fails as soon as the notebook passes, so the entry cannot go stale).
-KEY_PHRASES_NOT_DECLARED_YET = {"e_pretraining", "g_birth_places"}
+KEY_PHRASES_NOT_DECLARED_YET: set[str] = set()
 
 # Notebooks whose questions are still answered before they are asked: notebook -> the questions.
 # Empty: add an entry only with the questions named, and remove it when they are fixed.

@@ -75,9 +75,11 @@ def given() -> SimpleNamespace:
 def corruption_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor, causal_mask) -> float:
     """Mean cross-entropy per target character (PAD targets skipped), in eval mode."""
     model.eval()
+    device = next(model.parameters()).device
     total, count = 0.0, 0
     for bx, by in zip(x.split(128), y.split(128), strict=True):
-        logits = model(bx, causal_mask(bx.size(1)))  # (b, L, V)
+        bx, by = bx.to(device), by.to(device)
+        logits = model(bx, causal_mask(bx.size(1)).to(device))  # (b, L, V)
         loss = nn.functional.cross_entropy(
             logits.flatten(0, 1), by.flatten(), ignore_index=IGNORE, reduction="sum"
         )
@@ -96,12 +98,14 @@ def pretrain(
     config: dict | None = None,
     resume: Path | None = None,
     bf16: bool = False,
+    device: str = "cpu",
 ) -> dict:
     """Pretrain the notebook's ``TransformerLM`` with span corruption for ``steps`` steps (or
     until ``minutes`` have passed); return the checkpoint (see the module's docstring).
 
     With ``resume``, training goes on from that checkpoint's weights (its configuration, a new
-    warm-up and decay) and the budget recorded is the sum of both stages."""
+    warm-up and decay) and the budget recorded is the sum of both stages. ``device`` may be a GPU
+    ("cuda"); the corruption stays on the CPU and the checkpoint is saved from the CPU."""
     code = given()
     lines = load_wiki_lines()
     vocab = CharVocab.build()
@@ -116,6 +120,7 @@ def pretrain(
     else:
         cfg = CharLMConfig(ntokens=len(vocab), **(config or {}))
         model = code.TransformerLM(**asdict(cfg))
+    model = model.to(device)
     held = torch.Generator().manual_seed(12345)  # a fixed set of corrupted lines to measure
     held_x, held_y = corruption_rows(lines, code.span_corruption, vocab, block_size, 512, held)
     untrained = corruption_loss(model, held_x, held_y, code.causal_mask)
@@ -138,11 +143,14 @@ def pretrain(
         "seed": stage_seed,
         "bf16": bf16,
         "threads": torch.get_num_threads(),
+        "device": _device_name(device),
     }
     stages = earlier.get("stages") or ([] if resume is None else [_as_stage(earlier)])
     total_steps = earlier["steps"] + history.steps
     return {
-        "state_dict": {k: v.half() for k, v in model.state_dict().items() if k not in COMPUTED},
+        "state_dict": {
+            k: v.half().cpu() for k, v in model.state_dict().items() if k not in COMPUTED
+        },
         "config": asdict(cfg),
         "itos": vocab.itos,
         "seed": first_seed,
@@ -167,6 +175,13 @@ def pretrain(
     }
 
 
+def _device_name(device: str) -> str:
+    """The processor a stage ran on, as the record names it ("cpu", or the GPU's name)."""
+    if torch.device(device).type == "cuda":
+        return torch.cuda.get_device_name(torch.device(device))
+    return "cpu"
+
+
 def _as_stage(train: dict) -> dict:
     """A checkpoint's single training run, as a stage of a resumed one."""
     return {k: train[k] for k in ("steps", "seconds", "lr") if k in train}
@@ -179,6 +194,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--d-model", type=int, default=128)
+    parser.add_argument("--lr", type=float, default=6e-4, help="peak learning rate")
+    parser.add_argument("--device", default="cpu", help='"cpu", or "cuda" for a GPU')
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--out", type=Path, default=SHIPPED)
     parser.add_argument("--resume", type=Path, default=None, help="go on from this checkpoint")
@@ -200,6 +217,8 @@ def main() -> None:
         config=config,
         resume=args.resume,
         bf16=args.bf16,
+        lr=args.lr,
+        device=args.device,
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(checkpoint, args.out)

@@ -500,13 +500,16 @@ LONDON_VISIBLE = [
 
 def london_cases(seed: int) -> list[list[tuple[str, str]]]:
     """Lists of (question, place) pairs drawn from ``seed``, each with one most frequent place
-    that is not London, London second, and a question asked twice."""
+    that is not London, London second, and a question asked twice.
+
+    The top place has at least 6 pairs and every other at most 5, the repeated question
+    included (London 4, the rest 1 to 3): exactly one answer is right in every list."""
     gen = torch.Generator().manual_seed(seed)
     cases = []
     for _ in range(3):
         places = [p for p in PLACES if p != "London"]
         top = places[_int(gen, 0, len(places) - 1)]
-        counts = {top: _int(gen, 5, 9), "London": 4}
+        counts = {top: _int(gen, 6, 9), "London": 4}
         for place in places:
             counts.setdefault(place, _int(gen, 1, 3))
         rows = [place for place, count in counts.items() for _ in range(count)]

@@ -73,9 +73,11 @@ def train_steps(
     ``time_budget_s`` spent. A run stopped by the clock (a stage on a busy machine) still ends
     at the lowest rate, as a run of ``steps`` does.
 
-    With ``bf16``, the forward pass runs under CPU autocast to bfloat16 (the weights, the
-    gradients and the optimizer stay float32): faster on CPUs with bfloat16 instructions."""
+    With ``bf16``, the forward pass runs under autocast to bfloat16 (the weights, the gradients
+    and the optimizer stay float32): faster on CPUs with bfloat16 instructions and on GPUs.
+    Batches are moved to the model's device (the instructor's pretraining can run on a GPU)."""
     torch.manual_seed(seed)
+    device = next(model.parameters()).device
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
 
     start = time.perf_counter()
@@ -89,12 +91,12 @@ def train_steps(
         return 0.1 + 0.45 * (1 + math.cos(math.pi * min(1.0, done)))
 
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
-    history, total = History(), torch.zeros(())
+    history, total = History(), torch.zeros((), device=device)
     model.train()
     for step in tqdm(range(steps), desc=desc, leave=False, mininterval=2):
-        x, y = batches(step)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            logits = model(x, causal_mask(x.size(1)))  # (B, L, V)
+        x, y = (t.to(device, non_blocking=True) for t in batches(step))
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            logits = model(x, causal_mask(x.size(1)).to(device))  # (B, L, V)
         loss = nn.functional.cross_entropy(
             logits.float().flatten(0, 1), y.flatten(), ignore_index=IGNORE
         )
@@ -108,7 +110,7 @@ def train_steps(
         history.steps = step + 1
         if history.steps % report_every == 0:
             history.losses.append(float(total) / report_every)
-            total = torch.zeros(())
+            total = torch.zeros((), device=device)
         if time_budget_s is not None and time.perf_counter() - start > time_budget_s:
             break
     history.seconds = time.perf_counter() - start
@@ -129,17 +131,18 @@ def answer(
     it writes MASK (or ``max_chars``, or the block is full). Questions of one length run as one
     batch."""
     model.eval()
+    device = next(model.parameters()).device
     mask_id = vocab.stoi[MASK]
     answers = [""] * len(questions)
     by_length: dict[int, list[int]] = {}
     for index, question in enumerate(questions):
         by_length.setdefault(len(question), []).append(index)
     for indices in by_length.values():
-        ids = torch.stack([vocab.encode(questions[i] + MASK) for i in indices])  # (b, l)
-        done = torch.zeros(len(indices), dtype=torch.bool)
+        ids = torch.stack([vocab.encode(questions[i] + MASK) for i in indices]).to(device)  # (b, l)
+        done = torch.zeros(len(indices), dtype=torch.bool, device=device)
         written: list[list[int]] = [[] for _ in indices]
         for _ in range(min(max_chars, block_size - ids.size(1) + 1)):
-            logits = model(ids, causal_mask(ids.size(1)))[:, -1]  # (b, V)
+            logits = model(ids, causal_mask(ids.size(1)).to(device))[:, -1]  # (b, V)
             logits[:, 0] = float("-inf")  # never PAD
             step = logits.argmax(-1)  # (b,)
             for row, char in enumerate(step.tolist()):

@@ -34,6 +34,19 @@ class History:
     last_lr: float = 0.0  # the learning rate of the last step
 
 
+def _device_of(model: nn.Module) -> torch.device:
+    """Where the model's weights live (the CPU for a model without any)."""
+    return next(model.parameters(), torch.empty(0)).device
+
+
+def _mask_on(
+    causal_mask: Callable[[int], torch.Tensor | None], length: int, device: torch.device
+) -> torch.Tensor | None:
+    """The causal mask of ``length`` positions on ``device`` (None stays None)."""
+    mask = causal_mask(length)
+    return None if mask is None else mask.to(device)
+
+
 def epoch_batches(
     x: torch.Tensor, y: torch.Tensor, batch_size: int, seed: int
 ) -> Callable[[int], Batch]:
@@ -77,7 +90,7 @@ def train_steps(
     and the optimizer stay float32): faster on CPUs with bfloat16 instructions and on GPUs.
     Batches are moved to the model's device (the instructor's pretraining can run on a GPU)."""
     torch.manual_seed(seed)
-    device = next(model.parameters()).device
+    device = _device_of(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
 
     start = time.perf_counter()
@@ -96,7 +109,7 @@ def train_steps(
     for step in tqdm(range(steps), desc=desc, leave=False, mininterval=2):
         x, y = (t.to(device, non_blocking=True) for t in batches(step))
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            logits = model(x, causal_mask(x.size(1)).to(device))  # (B, L, V)
+            logits = model(x, _mask_on(causal_mask, x.size(1), device))  # (B, L, V)
         loss = nn.functional.cross_entropy(
             logits.float().flatten(0, 1), y.flatten(), ignore_index=IGNORE
         )
@@ -131,7 +144,7 @@ def answer(
     it writes MASK (or ``max_chars``, or the block is full). Questions of one length run as one
     batch."""
     model.eval()
-    device = next(model.parameters()).device
+    device = _device_of(model)
     mask_id = vocab.stoi[MASK]
     answers = [""] * len(questions)
     by_length: dict[int, list[int]] = {}
@@ -142,7 +155,7 @@ def answer(
         done = torch.zeros(len(indices), dtype=torch.bool, device=device)
         written: list[list[int]] = [[] for _ in indices]
         for _ in range(min(max_chars, block_size - ids.size(1) + 1)):
-            logits = model(ids, causal_mask(ids.size(1)).to(device))[:, -1]  # (b, V)
+            logits = model(ids, _mask_on(causal_mask, ids.size(1), device))[:, -1]  # (b, V)
             logits[:, 0] = float("-inf")  # never PAD
             step = logits.argmax(-1)  # (b,)
             for row, char in enumerate(step.tolist()):

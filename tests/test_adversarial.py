@@ -28,7 +28,7 @@ from nbgrader.api import Gradebook
 
 from grader import cluster, demo, pipeline, quota, report
 from grader.grading import Graded
-from grader.submission import fill
+from grader.submission import fill, solution_cells
 from tests.conftest import make_course_copy
 
 ASSIGNMENT = "a_masks"
@@ -43,6 +43,17 @@ def set_code(name: str, code: str) -> Callable[[NotebookNode], NotebookNode]:
 
     def edit(nb: NotebookNode) -> NotebookNode:
         assert fill(nb, {name: code}) == [], f"no solution cell defines {name}"
+        return nb
+
+    return edit
+
+
+def append_code(name: str, code: str) -> Callable[[NotebookNode], NotebookNode]:
+    """Add ``code`` after the reference solution of the cell that defines ``name``."""
+
+    def edit(nb: NotebookNode) -> NotebookNode:
+        cell = solution_cells(nb)[name]
+        cell.source = f"{cell.source}\n\n{code}"
         return nb
 
     return edit
@@ -162,6 +173,18 @@ class PositionalEncoding(torch.nn.Module):
     def __init__(self, *args, **kwargs):
         os._exit(3)
 """
+EXITS_WHEN_OBSERVED = """
+import os, sys
+
+class PositionalEncoding(PositionalEncoding):
+    def __init__(self, *args, **kwargs):
+        frame = sys._getframe(1)
+        while frame is not None:
+            if frame.f_code.co_filename.endswith("verify.py"):
+                os._exit(3)
+            frame = frame.f_back
+        super().__init__(*args, **kwargs)
+"""
 RUNAWAY_WHEN_CALLED = """
 import signal
 
@@ -233,6 +256,7 @@ CASES: dict[str, Callable[[NotebookNode], NotebookNode] | str] = {
     ),
     # Issue 30.
     "exits_when_called": set_code("PositionalEncoding", EXITS_WHEN_CALLED),
+    "exits_when_observed": append_code("PositionalEncoding", hidden(EXITS_WHEN_OBSERVED)),
     "runaway_when_called": set_code("PositionalEncoding", RUNAWAY_WHEN_CALLED),
     "fills_disk": set_code(MASK, FILLS_DISK),
 }
@@ -359,6 +383,18 @@ def test_a_function_that_kills_the_kernel_costs_only_its_tests(adversarial_class
     assert line["status"] == "graded", line
     assert "kernel died while cell test_pe_visible ran" in line["detail"], line
     assert auto_score(adversarial_class, "exits_when_called") == 5
+
+
+def test_an_item_that_kills_the_observation_costs_that_item_only(adversarial_class: Path) -> None:
+    """A class that passes the notebook's tests but calls os._exit when the trusted check
+    builds it: each of its two items kills a kernel and fails; the other items are observed in
+    fresh kernels, so the mask, padding and rotary tests keep their 8 points (flagged)."""
+    (line,) = lines(adversarial_class, "exits_when_observed")
+    assert line["status"] == "flagged", line
+    assert "the kernel died while the trusted check observed test_pe_visible" in line["detail"]
+    got = scores(adversarial_class, "exits_when_observed")
+    assert got["test_pe_visible"] == got["test_pe_hidden"] == 0, got
+    assert auto_score(adversarial_class, "exits_when_observed") == 8
 
 
 def test_disk_quota_removes_the_largest_files_and_keeps_the_points(

@@ -17,6 +17,7 @@ only earn a point by holding the right outputs for inputs it could not know in a
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Callable
 
@@ -44,9 +45,10 @@ def observe(
 
     Item by item, the log ``PATH.log`` (plain text, read by the grader) says which item starts
     (``start NAME``) and which one raised (``error NAME``) or was interrupted (``interrupted
-    NAME``). When an item kills the kernel (``os._exit``, a crash, the memory limit, a loop that
-    ignores the interrupt), the grader reads the log, starts a fresh kernel and observes again
-    with that item in ``failed``: one item that kills the kernel costs that item only
+    NAME``); it is removed once every item is observed. When an item kills the kernel
+    (``os._exit``, a crash, the memory limit, a loop that ignores the interrupt), the grader
+    reads the log, starts a fresh kernel and observes again with that item in ``failed``: one
+    item that kills the kernel costs that item only
     (:class:`grader.preprocessors.ExecuteKeepingPoints`).
     """
     probe = importlib.import_module(f"course.{assignment}.probe")
@@ -69,7 +71,7 @@ def observe(
                 log.flush()
                 results[name] = {"error": f"{type(error).__name__}: {error}"[:500]}
         torch.save(results, path)
-        log.write("done\n")
+    os.unlink(path + LOG)  # observed to the end: the log is of no use
 
 
 def portable(value: object) -> object:

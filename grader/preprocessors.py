@@ -196,13 +196,11 @@ class ExecuteKeepingPoints(Execute):
                 self.nb.metadata["language_info"] = info["content"]["language_info"]
                 for index, cell in enumerate(self.nb.cells):
                     self.preprocess_cell(cell, resources, index)
-                self._running = None
-                observed = self._observe()
-        except DeadKernelError as error:
-            if self._running is not None:  # in a cell of the notebook, not in the observation
-                # A fresh kernel re-runs the cells before: about as long as they took.
-                self._keep_what_ran(isinstance(error, RunawayCell), self._running_since - start)
-                observed = True
+                observed = self._observe()  # False: the kernel died in the observation
+        except DeadKernelError as error:  # in a cell of the notebook (or before the first)
+            # A fresh kernel re-runs the cells before: about as long as they took.
+            self._keep_what_ran(isinstance(error, RunawayCell), self._running_since - start)
+            observed = True
         if not observed:  # an item of the observation killed the kernel: observe the others
             path = self._observation_path()
             if self._learn_from_log(path):

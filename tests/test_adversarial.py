@@ -411,6 +411,20 @@ def test_disk_quota_removes_the_largest_files_and_keeps_the_points(
     assert auto_score(adversarial_class, "fills_disk") == baseline
 
 
+def test_the_runaway_guard_is_where_nbclient_calls_it() -> None:
+    """ExecuteKeepingPoints stops a kernel that ignores the interrupt from nbclient's timeout
+    handler (a private method): fail loudly if an nbclient upgrade renames or reshapes it."""
+    import inspect
+
+    from nbclient import NotebookClient
+
+    from grader.preprocessors import ExecuteKeepingPoints
+
+    assert "_async_handle_timeout" in inspect.getsource(NotebookClient._async_poll_for_reply)
+    ours = inspect.signature(ExecuteKeepingPoints._async_handle_timeout).parameters
+    assert list(inspect.signature(NotebookClient._async_handle_timeout).parameters) == list(ours)
+
+
 def test_quota_removes_the_largest_files_but_the_notebooks() -> None:
     sizes = {"nb.ipynb": 30 * MB, "a.bin": 10 * MB, "b.bin": 40 * MB, "c.txt": 1 * MB}
     assert quota.over_quota(sizes, 100) == []

@@ -18,24 +18,26 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 MB = 2**20
+MAX_FILES = 1000  # files a folder may hold after grading (a million empty files fill no bytes)
 STATUS = "over quota"
 
 
 def over_quota(sizes: Mapping[str, int], quota_mb: int, keep: Iterable[str] = ()) -> list[str]:
     """The files to remove (relative paths, largest first) so that the rest of ``sizes`` (path
-    -> bytes) holds at most ``quota_mb`` MB; the paths in ``keep`` are never removed (empty when
-    the files fit, or when ``quota_mb`` is 0: no quota)."""
-    total = sum(sizes.values())
-    if quota_mb <= 0 or total <= quota_mb * MB:
+    -> bytes) holds at most ``quota_mb`` MB in at most :data:`MAX_FILES` files; the paths in
+    ``keep`` are never removed (empty when the files fit, or when ``quota_mb`` is 0: no
+    quota)."""
+    total, count = sum(sizes.values()), len(sizes)
+    if quota_mb <= 0 or (total <= quota_mb * MB and count <= MAX_FILES):
         return []
     kept = set(keep)
     removed = []
     for name in sorted(sizes, key=lambda n: (-sizes[n], n)):
-        if total <= quota_mb * MB:
+        if total <= quota_mb * MB and count <= MAX_FILES:
             break
         if name not in kept:
             removed.append(name)
-            total -= sizes[name]
+            total, count = total - sizes[name], count - 1
     return removed
 
 
@@ -70,7 +72,8 @@ def detail(sizes: Mapping[str, int], removed: list[str], quota_mb: int) -> str:
     listed = ", ".join(f"{name} ({sizes[name] / MB:.0f} MB)" for name in removed[:5])
     more = f" and {len(removed) - 5} more" if len(removed) > 5 else ""
     return (
-        f"the folder held {total / MB:.0f} MB after grading, over the disk quota of {quota_mb} MB "
-        f"(c.Limits.disk_mb): {len(removed)} files removed, largest first: {listed}{more}; the "
+        f"the folder held {total / MB:.0f} MB in {len(sizes)} files after grading, over the disk "
+        f"quota of {quota_mb} MB and {MAX_FILES} files (c.Limits.disk_mb): {len(removed)} files "
+        f"removed, largest first: {listed}{more}; the "
         "points are kept (ask the student not to write large files in the notebook's folder)"
     )

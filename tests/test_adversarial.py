@@ -431,6 +431,8 @@ def test_quota_removes_the_largest_files_but_the_notebooks() -> None:
     assert quota.over_quota(sizes, 0) == []  # no quota
     assert quota.over_quota(sizes, 45, keep=["nb.ipynb"]) == ["b.bin"]
     assert quota.over_quota(sizes, 20, keep=["nb.ipynb"]) == ["b.bin", "a.bin", "c.txt"]
+    many = {f"f{i:05d}": 0 for i in range(quota.MAX_FILES + 5)} | {"nb.ipynb": 10}
+    assert quota.over_quota(many, 100, keep=["nb.ipynb"]) == [f"f{i:05d}" for i in range(6)]
 
 
 def test_quota_holds_what_a_worker_returns(tmp_path: Path) -> None:

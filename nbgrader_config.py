@@ -49,6 +49,9 @@ c.Limits.submission_seconds = int(os.environ.get("COURSE_SUBMISSION_SECONDS", "9
 c.Limits.memory_mb = int(os.environ.get("COURSE_MEMORY_MB", "8192"))
 c.Limits.file_size_mb = 512
 c.Limits.processes = 512
+# Disk quota of a submission (MB): what its folder may hold after grading, and what a cluster
+# worker sends back; the largest files over it are removed, the points kept (grader/quota.py).
+c.Limits.disk_mb = int(os.environ.get("COURSE_DISK_MB", "100"))
 
 # The exchange folder for nbgrader's release/fetch/submit; created by `make setup`.
 c.Exchange.root = os.environ.get("COURSE_EXCHANGE", os.path.join(HERE, ".exchange"))

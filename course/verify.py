@@ -17,6 +17,7 @@ only earn a point by holding the right outputs for inputs it could not know in a
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Callable
 
@@ -25,23 +26,52 @@ import torch
 Observation = dict[str, object]
 
 
-def observe(assignment: str, seed: int, path: str, namespace: dict | None = None) -> None:
+LOG = ".log"  # the observation log, next to the observations file: PATH + LOG
+
+
+def observe(
+    assignment: str,
+    seed: int,
+    path: str,
+    namespace: dict | None = None,
+    failed: dict[str, str] | None = None,
+) -> None:
     """Run ``course.<assignment>.probe`` on the kernel's namespace; save the results to ``path``.
 
     Every item is observed on its own: an item whose call raises is saved as
     ``{"error": message}``, and the judge fails that item only. ``namespace`` defaults to the
-    notebook's (``__main__``).
+    notebook's (``__main__``). Items named in ``failed`` are not called: each is saved as
+    ``{"error": failed[name]}``.
+
+    Item by item, the log ``PATH.log`` (plain text, read by the grader) says which item starts
+    (``start NAME``) and which one raised (``error NAME``) or was interrupted (``interrupted
+    NAME``); it is removed once every item is observed. When an item kills the kernel
+    (``os._exit``, a crash, the memory limit, a loop that ignores the interrupt), the grader
+    reads the log, starts a fresh kernel and observes again with that item in ``failed``: one
+    item that kills the kernel costs that item only
+    (:class:`grader.preprocessors.ExecuteKeepingPoints`).
     """
     probe = importlib.import_module(f"course.{assignment}.probe")
     namespace = vars(sys.modules["__main__"]) if namespace is None else namespace
+    failed = failed or {}
     results: dict[str, object] = {}
     items: dict[str, Callable[[dict, int], object]] = probe.ITEMS
-    for name, item in items.items():
-        try:
-            results[name] = portable(item(namespace, seed))
-        except BaseException as error:  # noqa: BLE001 - a student's error is an observation
-            results[name] = {"error": f"{type(error).__name__}: {error}"[:500]}
-    torch.save(results, path)
+    with open(path + LOG, "w", buffering=1) as log:  # line by line: read after a crash
+        for name, item in items.items():
+            if name in failed:
+                results[name] = {"error": str(failed[name])[:500]}
+                continue
+            log.write(f"start {name}\n")
+            log.flush()
+            try:
+                results[name] = portable(item(namespace, seed))
+            except BaseException as error:  # noqa: BLE001 - a student's error is an observation
+                kind = "interrupted" if isinstance(error, KeyboardInterrupt) else "error"
+                log.write(f"{kind} {name}\n")
+                log.flush()
+                results[name] = {"error": f"{type(error).__name__}: {error}"[:500]}
+        torch.save(results, path)
+    os.unlink(path + LOG)  # observed to the end: the log is of no use
 
 
 def portable(value: object) -> object:

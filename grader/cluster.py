@@ -32,12 +32,12 @@ from importlib.metadata import version
 from importlib.util import find_spec
 from pathlib import Path, PurePosixPath
 
-from grader import grading, sandbox, verification
+from grader import grading, quota, sandbox, verification
 from grader.grading import Graded
 from grader.job import GradingJob
 from grader.limits import Limits, TimeLimits
 from grader.nbgrader_run import worker_env
-from grader.paths import CourseError, use_this_python
+from grader.paths import CourseError, release_notebooks, use_this_python
 
 PACKAGES = ("course", "grader", "judge")  # the code a worker runs; hashed by fingerprint()
 
@@ -292,11 +292,23 @@ def read_submission(folder: Path) -> dict[str, bytes]:
     return _files(folder)
 
 
-def write_autograded(root: Path, result: TaskResult, assignment: str) -> None:
-    """Put a worker's autograded notebooks in ``root/autograded/STUDENT/ASSIGNMENT``."""
+def write_autograded(root: Path, result: TaskResult, assignment: str, disk_mb: int = 0) -> None:
+    """Put a worker's autograded notebooks in ``root/autograded/STUDENT/ASSIGNMENT``, within the
+    disk quota ``disk_mb`` (the worker keeps to it; a worker that did not is held to it here)."""
     target = root / "autograded" / result.graded.student / assignment
     shutil.rmtree(target, ignore_errors=True)
-    _write_files(target, result.autograded)
+    files = result.autograded
+    kept = [f"{name}.ipynb" for name in release_notebooks(root, assignment)]
+    removed = quota.over_quota({n: len(c) for n, c in files.items()}, disk_mb, kept)
+    if removed:
+        sizes = {n: len(c) for n, c in files.items()}
+        files = {n: c for n, c in files.items() if n not in set(removed)}
+        over = quota.detail(sizes, removed, disk_mb)
+        for event in result.graded.events:
+            if event.status in ("graded", "flagged", grading.TIMED_OUT):
+                event.status = quota.STATUS if event.status == "graded" else event.status
+                event.detail = "; ".join(d for d in (event.detail, over) if d)
+    _write_files(target, files)
 
 
 def grade_class(
@@ -328,8 +340,8 @@ def grade_class(
             progress(graded)
 
     def merged(result: TaskResult) -> None:
-        if result.gradebook:  # graded: its notebooks, then its scores
-            write_autograded(root, result, assignment)
+        if result.gradebook:  # graded: its notebooks (within the quota), then its scores
+            write_autograded(root, result, assignment, job.limits.disk_mb)
         done(result.graded, result.gradebook)
 
     def failed(student: str, message: str) -> None:

@@ -18,11 +18,14 @@ from pathlib import Path
 
 from nbgrader.api import Gradebook, SubmittedNotebook
 
-from grader import gradebook, nbgrader_run, report, scratch, tampering, verification
+from grader import gradebook, nbgrader_run, quota, report, scratch, tampering, verification
 from grader.job import GradingJob
 from grader.paths import release_notebooks
 from grader.report import Event
 
+# A notebook graded with the points of the cells that finished: a cell ran past the time limit
+# and ignored the interrupt, so its kernel was stopped (grader.preprocessors.RunawayCell).
+TIMED_OUT = "timed out"
 UNSAFE = "graded WITHOUT the sandbox (--unsafe-no-sandbox): its code could reach the grader"
 
 
@@ -56,13 +59,22 @@ def grade_one(job: GradingJob, student: str) -> tuple[Graded, bytes | None]:
             return not_graded(root, assignment, student, run.message, run.seconds), b""
         graded_folder = folder / "autograded" / student / assignment
         verdicts = verification.judge_notebooks(job.judge, assignment, seed, graded_folder)
+        # The disk quota: the largest files over it never reach the course (grader.quota).
+        kept = [f"{name}.ipynb" for name in release_notebooks(root, assignment)]
+        over = quota.enforce(graded_folder, job.limits.disk_mb, kept)
         target = root / "autograded" / student / assignment
         shutil.rmtree(target, ignore_errors=True)
         scratch.copy_without_links(graded_folder, target)
         events = examine(job, student, f"sqlite:///{folder / 'gradebook.db'}", verdicts)
-        notes = [n for n in (run.message, "" if job.sandboxed else UNSAFE) if n]
+        notes = [n for n in (run.message, over, "" if job.sandboxed else UNSAFE) if n]
         for event in events:
-            if notes and event.status in ("graded", "flagged"):
+            if event.status not in ("graded", "flagged"):
+                continue
+            if event.status == "graded" and event.notebook in run.stopped:
+                event.status = TIMED_OUT
+            elif event.status == "graded" and over:
+                event.status = quota.STATUS
+            if notes:
                 event.detail = "; ".join([event.detail, *notes] if event.detail else notes)
         graded = Graded(student, True, run.seconds, run.message, events)
         return graded, (folder / "gradebook.db").read_bytes()

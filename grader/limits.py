@@ -1,7 +1,8 @@
 """The limits one submission is graded under: configured, and derived from the reference run.
 
 - :class:`Limits`: the ceilings set in ``nbgrader_config.py`` (``c.Limits.*``): wall-clock
-  seconds for a whole submission, address space (memory), size of a written file, processes.
+  seconds for a whole submission, address space (memory), size of a written file, processes,
+  and the disk quota of a submission's folder after grading (:mod:`grader.quota`).
 - :class:`TimeLimits`: the cell and submission time limits of one assignment. A fixed limit
   (120 s a cell, 900 s a submission) lets a loop that never ends hold a worker for 15 minutes,
   so grading allows, per submission (:func:`time_limits`):
@@ -16,7 +17,8 @@
 
 How they are enforced: the time limits by nbclient (a cell) and by the grader, which kills the
 ``nbgrader autograde`` process (:mod:`grader.nbgrader_run`); memory, file size and processes by
-POSIX rlimits, set by :mod:`grader.rlimits`.
+POSIX rlimits, set by :mod:`grader.rlimits`; the disk quota by the grader after grading
+(:mod:`grader.quota`).
 """
 
 from __future__ import annotations
@@ -48,6 +50,11 @@ class Limits(Configurable):
     processes = Integer(512, help="Processes of the grading user (not enforced for root).").tag(
         config=True
     )
+    disk_mb = Integer(
+        100,
+        help="Disk quota of a submission: what its folder may hold after grading, and what a "
+        "worker returns (MB; the largest files are removed, the points kept; 0: no quota).",
+    ).tag(config=True)
 
 
 def configured(root: Path) -> Limits:

@@ -19,16 +19,17 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
 from grader import rlimits
 from grader.job import GradingJob
-from grader.preprocessors import read_notes
+from grader.preprocessors import read_notes, stopped_notebooks
 
 RUNNING: set[int] = set()  # pids of the nbgrader processes grading now
+DEADLINE_MARGIN = 10  # seconds of the submission's time limit kept for nbgrader to finish
 
 # The kernel of every graded notebook runs in bubblewrap (grader/kernels.py) unless the
 # instructor asks for --unsafe-no-sandbox.
@@ -49,6 +50,7 @@ class Run:
     ok: bool
     seconds: float
     message: str = ""
+    stopped: set[str] = field(default_factory=set)  # notebooks with a cell that ran away
 
 
 def command(job: GradingJob, student: str, scratch: Path, seed: int) -> list[str]:
@@ -62,6 +64,10 @@ def command(job: GradingJob, student: str, scratch: Path, seed: int) -> list[str
     nbgrader += [f"--Notes.path={notes_file(scratch)}"]
     if job.times.cell_seconds:
         nbgrader += [f"--Execute.timeout={job.times.cell_seconds}"]
+    # A fresh kernel for the trusted check starts only if it can end before the submission's
+    # time limit (a few seconds kept for nbgrader to save the scores).
+    deadline = time.time() + job.times.submission_seconds - DEADLINE_MARGIN
+    nbgrader += [f"--ExecuteKeepingPoints.deadline={deadline:.0f}"]
     limits = job.limits
     return rlimits.wrap(nbgrader, limits.memory_mb, limits.file_size_mb, limits.processes)
 
@@ -100,7 +106,8 @@ def run(job: GradingJob, student: str, scratch: Path, seed: int) -> Run:
     if process.returncode != 0 or not graded.is_dir():
         return Run(False, seconds, first_error(log))
     # What the course's preprocessors (nbgrader_config.py) did, for the report.
-    return Run(True, seconds, "; ".join(read_notes(notes_file(scratch))))
+    notes = notes_file(scratch)
+    return Run(True, seconds, "; ".join(read_notes(notes)), stopped_notebooks(notes))
 
 
 def notes_file(scratch: Path) -> Path:

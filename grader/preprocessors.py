@@ -9,20 +9,25 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import stat
+import time
 from pathlib import Path
+from queue import Empty
 
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
+from nbclient.util import ensure_async
 from nbformat import NotebookNode
 from nbgrader import utils
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
-from traitlets import Integer, Unicode
+from traitlets import Float, Integer, Unicode
 from traitlets.config import Configurable
 
 from grader.verification import observations_file
 
 REMOVED = "a second copy of cell {} was removed before grading"
-KINDS = ("removed", "died")  # the kinds of notes, in the order the report gives them
+KINDS = ("removed", "stopped", "died")  # the kinds of notes, in the order the report gives them
 
 
 class Notes(Configurable):
@@ -43,11 +48,17 @@ class Notes(Configurable):
 
 
 def read_notes(path: Path) -> list[str]:
-    """The notes at ``path`` for the report: the removed copies (each once), then the kernels
-    that died (empty without a file)."""
+    """The notes at ``path`` for the report: the removed copies (each once), then the cells
+    stopped and the kernels that died (empty without a file)."""
     notes = json.loads(path.read_text()) if path.is_file() else {}
     removed = list(dict.fromkeys(notes.get("removed", [])))
-    return removed + list(notes.get("died", []))
+    return removed + list(notes.get("stopped", [])) + list(notes.get("died", []))
+
+
+def stopped_notebooks(path: Path) -> set[str]:
+    """The notebooks (names) in which a cell ran away and its kernel was stopped."""
+    notes = json.loads(path.read_text()) if path.is_file() else {}
+    return set(notes.get("stopped_in", []))
 
 
 class DropDuplicateCells(NbGraderPreprocessor):
@@ -86,15 +97,44 @@ class DropDuplicateCells(NbGraderPreprocessor):
 
 
 DIED = "the kernel died while cell {} ran; the cells before it keep their points"
+STOPPED = (
+    "cell {} ran past the time limit ({} s) and ignored the interrupt: its kernel was stopped; the "
+    "cells before it keep their points, the tests after it did not run (a loop that never ends?)"
+)
 NOT_RUN = (
     "not run: the notebook's kernel died in an earlier cell (os._exit, a crash or the memory "
     "limit), so this test earns nothing"
 )
+NOT_RUN_STOPPED = (
+    "not run: an earlier cell ran past the time limit and ignored the interrupt, so its kernel "
+    "was stopped and this test earns nothing"
+)
+OBSERVATION_DIED = (
+    "the kernel died while the trusted check observed {}: that test counts as failed, the others "
+    "were observed in a fresh kernel"
+)
+KILLED_ITEM = (
+    "KernelDied: the kernel died or was stopped while this was observed (os._exit, a crash, the "
+    "memory limit, or a loop that ignored the interrupt)"
+)
+NOT_OBSERVED = "NotRun: the test did not run in the notebook (its kernel died or was stopped)"
+INTERRUPTED_ITEM = "KeyboardInterrupt: ran past the time limit while it was observed"
+NO_TIME = (
+    "no time was left within the submission's time limit to run the trusted check in a fresh "
+    "kernel: the points earned could not be verified"
+)
+LOG = ".log"  # course.verify.LOG: the kernel's observation log, next to the observations
+LOG_BYTES = 64 * 1024  # the most of the log the grader reads
+
+
+class RunawayCell(DeadKernelError):
+    """A cell ran past its timeout and ignored the interrupt: its kernel was stopped."""
 
 
 class ExecuteKeepingPoints(Execute):
-    """nbgrader's ``Execute``, except that a kernel that dies does not cost the cells that ran,
-    and that the student's code is observed for the trusted judge after the last cell.
+    """nbgrader's ``Execute``, except that a kernel that dies or runs away does not cost the
+    cells that ran, and that the student's code is observed for the trusted judge after the last
+    cell.
 
     When the kernel dies (``os._exit``, a crash, the memory limit), nbclient raises
     ``DeadKernelError`` and nbgrader gives up on the whole notebook: no cell is graded. Here the
@@ -102,20 +142,43 @@ class ExecuteKeepingPoints(Execute):
     later test cell gets one too (a test cell without an error output would earn its points),
     and grading goes on with what ran. One note is made (:data:`DIED`) for the report.
 
+    A cell past its timeout is interrupted (nbclient; the next cell runs). One that ignores the
+    interrupt (SIGINT ignored, a C loop) would hold the kernel until the submission's time limit
+    stops the whole grading: here, after :attr:`interrupt_grace` seconds without a reply, its
+    kernel is stopped and the notebook is kept as far as it ran, as for a dead kernel
+    (:data:`STOPPED`, :class:`RunawayCell`).
+
     With :attr:`verification_seed` set (the grader sets it per submission), the kernel then runs
     :func:`course.verify.observe` (:mod:`grader.verification`); if the kernel died, a fresh one
-    first re-runs the code cells that are not tests, up to the one that killed it.
+    first re-runs the code cells that are not tests, up to the one that killed it. When an item
+    of the observation kills the kernel, the kernel's log (``PATH.log``) names it: a fresh kernel
+    re-runs the code cells and observes again, that item counted as failed (at most
+    :attr:`observation_restarts` times, and only while the submission's :attr:`deadline` leaves
+    time), so that one item costs that item only.
     """
 
     verification_seed = Integer(
         0, help="Seed of the trusted verification's inputs (0: no verification)."
     ).tag(config=True)
+    interrupt_grace = Integer(
+        10, help="Seconds an interrupted cell has to stop before its kernel is stopped."
+    ).tag(config=True)
+    observation_restarts = Integer(
+        4, help="Fresh kernels the observation may use after items that killed the kernel."
+    ).tag(config=True)
+    deadline = Float(
+        0.0,
+        help="Time (epoch seconds) the submission's time limit ends (0: none): no fresh "
+        "kernel is started for the observation unless it can finish before.",
+    ).tag(config=True)
 
     _running: int | None = None
+    _running_since = 0.0
 
     def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int) -> tuple:
         if cell.cell_type == "code":
             self._running = index  # the cell that was running if the kernel dies now
+            self._running_since = time.monotonic()
         return super().preprocess_cell(cell, resources, index)
 
     def preprocess(self, nb: NotebookNode, resources: dict, km=None) -> tuple[NotebookNode, dict]:
@@ -124,61 +187,152 @@ class ExecuteKeepingPoints(Execute):
         NotebookClient.__init__(self, nb, km)
         self.reset_execution_trackers()
         self._check_assign_resources(resources)
+        self._failed: dict[str, str] = {}
+        start = time.monotonic()
+        observed = False
         try:
             with self.setup_kernel():
                 info = self.wait_for_reply(self.kc.kernel_info())
                 self.nb.metadata["language_info"] = info["content"]["language_info"]
                 for index, cell in enumerate(self.nb.cells):
                     self.preprocess_cell(cell, resources, index)
-                self._observe()
-        except DeadKernelError:
-            self._keep_what_ran()
+                observed = self._observe()  # False: the kernel died in the observation
+        except DeadKernelError as error:  # in a cell of the notebook (or before the first)
+            # A fresh kernel re-runs the cells before: about as long as they took.
+            self._keep_what_ran(isinstance(error, RunawayCell), self._running_since - start)
+            observed = True
+        if not observed:  # an item of the observation killed the kernel: observe the others
+            path = self._observation_path()
+            if self._learn_from_log(path):
+                self._observe_in_fresh_kernel(self.nb.cells, time.monotonic() - start)
+            else:
+                path.unlink(missing_ok=True)  # no observations: every point is checked as lost
         self.set_widgets_metadata()
         return self.nb, self.resources
 
-    def _keep_what_ran(self) -> None:
+    async def _async_handle_timeout(
+        self, timeout: int, cell: NotebookNode | None = None
+    ) -> None | dict:
+        """Interrupt the cell (nbclient); stop its kernel if it ignores the interrupt."""
+        reply = await super()._async_handle_timeout(timeout, cell)
+        if not self.interrupt_on_timeout:
+            return reply
+        end = time.monotonic() + self.interrupt_grace
+        while (left := end - time.monotonic()) > 0:
+            try:
+                message = await ensure_async(self.kc.shell_channel.get_msg(timeout=left))
+            except Empty:
+                break
+            if message.get("msg_type") == "execute_reply":  # the interrupted cell has stopped
+                return reply or message
+        self.log.error("The cell ignored the interrupt: stopping its kernel")
+        try:
+            await ensure_async(self.km.shutdown_kernel(now=True))
+        finally:
+            raise RunawayCell(f"a cell ran past {timeout} s and ignored the interrupt")
+
+    def _keep_what_ran(self, stopped: bool, seconds: float) -> None:
         cells = self.nb.cells
         died = self._running if self._running is not None else 0
         name = cells[died].get("metadata", {}).get("nbgrader", {}).get("grade_id", died)
-        self.log.warning(DIED.format(name))
-        Notes(parent=self).add("died", DIED.format(name))
-        cells[died].setdefault("outputs", []).append(
-            _error("DeadKernelError", "the kernel died in this cell")
-        )
+        if stopped:
+            note = STOPPED.format(name, self.timeout)
+            Notes(parent=self).add("stopped", note)
+            notebook = self.resources.get("nbgrader", {}).get("notebook", "")
+            Notes(parent=self).add("stopped_in", notebook)
+            error, not_run = _error("CellTimeoutError", note), NOT_RUN_STOPPED
+        else:
+            note = DIED.format(name)
+            Notes(parent=self).add("died", note)
+            error, not_run = _error("DeadKernelError", "the kernel died in this cell"), NOT_RUN
+        self.log.warning(note)
+        cells[died].setdefault("outputs", []).append(error)
         for cell in cells[died + 1 :]:
             if cell.cell_type == "code" and utils.is_grade(cell):
-                cell.outputs = [_error("NotRun", NOT_RUN)]
-        self._observe_in_fresh_kernel(cells[:died])
+                cell.outputs = [_error("NotRun", not_run)]
+        # The tests from this cell on earn nothing: their items of the observation (one per
+        # test cell, by grade_id) are not called, so that the code that killed the kernel does
+        # not kill the observation too.
+        for cell in cells[died:]:
+            grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+            if cell.cell_type == "code" and utils.is_grade(cell) and grade_id:
+                self._failed[str(grade_id)] = NOT_OBSERVED
+        self._observe_in_fresh_kernel(cells[:died], seconds)
 
-    def _observe(self) -> None:
-        """Run the course's observation in the current kernel (see the class docstring)."""
-        if not self.verification_seed:
-            return
+    def _observation_path(self) -> Path:
         info = self.resources.get("nbgrader", {})
         folder = self.resources.get("metadata", {}).get("path") or os.getcwd()
-        path = observations_file(Path(folder).absolute(), info.get("notebook", "notebook"))
+        return observations_file(Path(folder).absolute(), info.get("notebook", "notebook"))
+
+    def _observe(self) -> bool:
+        """Run the course's observation in the current kernel (see the class docstring).
+
+        Returns False when the kernel died during the observation (the log names the item),
+        True otherwise (observed, or failed for another reason: no observations)."""
+        if not self.verification_seed:
+            return True
+        info = self.resources.get("nbgrader", {})
+        path = self._observation_path()
         code = (
             "import course.verify as _course_verify\n"
             f"_course_verify.observe({info.get('assignment')!r}, {self.verification_seed}, "
-            f"{str(path)!r})"
+            f"{str(path)!r}, failed={self._failed!r})"
         )
         try:
             self._run_aside([code])
+        except DeadKernelError:
+            return False
         except Exception as error:  # noqa: BLE001 - no observations: the grader flags points
             self.log.warning("the observation for the trusted check failed: %s", error)
+        return True
 
-    def _observe_in_fresh_kernel(self, before: list[NotebookNode]) -> None:
-        """Observe after a dead kernel: a new kernel re-runs the cells that are not tests."""
+    def _observe_in_fresh_kernel(self, before: list[NotebookNode], seconds: float) -> None:
+        """Observe in fresh kernels, each re-running the cells that are not tests: after a dead
+        kernel, and again after each item of the observation that killed the kernel."""
         if not self.verification_seed:
             return
-        self.km = self.kc = None
         code = [c.source for c in before if c.cell_type == "code" and not utils.is_grade(c)]
-        try:
-            with self.setup_kernel():
-                self._run_aside(code)
-                self._observe()
-        except Exception as error:  # noqa: BLE001 - no observations: the grader flags points
-            self.log.warning("the trusted check could not run after the kernel died: %s", error)
+        path = self._observation_path()
+        for _attempt in range(self.observation_restarts + 1):
+            if self.deadline and time.time() + max(seconds, 10.0) > self.deadline:
+                Notes(parent=self).add("died", NO_TIME)
+                self.log.warning(NO_TIME)
+                break
+            path.unlink(missing_ok=True)  # only observations of this kernel are read
+            Path(f"{path}{LOG}").unlink(missing_ok=True)
+            self.km = self.kc = None
+            start = time.monotonic()
+            try:
+                with self.setup_kernel():
+                    self._run_aside(code)
+                    if self._observe():
+                        return
+            except DeadKernelError:
+                pass  # the kernel died in the notebook's code: no observation
+            except Exception as error:  # noqa: BLE001 - no observations: the grader flags points
+                self.log.warning("the trusted check could not run after the kernel died: %s", error)
+                return
+            seconds = time.monotonic() - start
+            if not self._learn_from_log(path):
+                break
+        path.unlink(missing_ok=True)  # no complete observation: every point is checked as lost
+
+    def _learn_from_log(self, path: Path) -> bool:
+        """Add the items that killed the kernel or were interrupted (the kernel's log) to the
+        failed ones; False when the log names none that was not failed yet (no progress)."""
+        log = _read_log(Path(f"{path}{LOG}"))
+        started = [line[6:] for line in log if line.startswith("start ")]
+        interrupted = {line[12:] for line in log if line.startswith("interrupted ")}
+        new = {name: INTERRUPTED_ITEM for name in interrupted if name not in self._failed}
+        if started and started[-1] not in self._failed and log[-1] == f"start {started[-1]}":
+            new[started[-1]] = KILLED_ITEM
+        killed = [name for name, why in new.items() if why == KILLED_ITEM]
+        if killed:
+            note = OBSERVATION_DIED.format(killed[0])
+            Notes(parent=self).add("died", note)
+            self.log.warning(note)
+        self._failed.update(new)
+        return bool(new)
 
     def _run_aside(self, sources: list[str]) -> None:
         """Run code in the kernel without touching the graded notebook (its own scratch copy)."""
@@ -193,6 +347,21 @@ class ExecuteKeepingPoints(Execute):
                 self.execute_cell(cell, index, store_history=False)
         finally:
             self.nb = graded
+
+
+def _read_log(path: Path) -> list[str]:
+    """The lines of the kernel's observation log (a regular file, no link, its start only);
+    the names are kept to plain characters (the kernel wrote them)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return []
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return []
+        text = handle.read(LOG_BYTES).decode("ascii", errors="replace")
+    lines = [line.strip() for line in text.splitlines()]
+    return [line[:200] for line in lines if line and re.fullmatch(r"[\w .-]+", line)]
 
 
 def _error(name: str, message: str) -> NotebookNode:

@@ -1,9 +1,11 @@
 """The grading report: one line per student and notebook saying what happened.
 
 ``grading_report.csv`` in the course folder keeps the latest line of every (assignment, student,
-notebook): graded, flagged (tampering; no points), not graded (the run failed or passed a
-limit; earlier scores are kept), missing notebook, or ignored (a notebook that is not part of
-the assignment). ``course grades`` prints the lines that are not plain "graded".
+notebook): graded, flagged (tampering; no points), timed out (a cell ran past the time limit and
+ignored the interrupt: graded with the points of the cells before it), over quota (graded; files
+over the disk quota removed), not graded (the run failed or passed a limit; earlier scores are
+kept), missing notebook, or ignored (a notebook that is not part of the assignment).
+``course grades`` prints the lines that are not plain "graded".
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ class Event:
     assignment: str
     student: str
     notebook: str
-    status: str  # graded, flagged, not graded, missing notebook, ignored
+    status: str  # graded, flagged, timed out, over quota, not graded, missing notebook, ignored
     points: float | None
     max_points: float | None
     detail: str = ""

@@ -31,7 +31,7 @@ def scratch_course(root: Path, assignment: str, student: str, gradebook: Path) -
         submitted = Path("submitted") / student / assignment
         shutil.copytree(root / submitted, folder / submitted)
         shutil.copyfile(gradebook, folder / "gradebook.db")
-        for planted in (folder / "submitted").rglob(f"*{SUFFIX}"):
+        for planted in (folder / "submitted").rglob(f"*{SUFFIX}*"):
             planted.unlink()  # only the kernel's own observations are read
         yield folder
     finally:

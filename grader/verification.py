@@ -133,7 +133,7 @@ def judge_notebooks(
         for name in sorted(p.stem for p in folder.glob("*.ipynb")):
             path = observations_file(folder, name)
             verifications[name] = judge.verify(assignment, seed, path)
-    for observed in folder.glob(f"*{SUFFIX}"):
+    for observed in folder.glob(f"*{SUFFIX}*"):  # the observations and the kernel's log
         observed.unlink()
     return verifications
 

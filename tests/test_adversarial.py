@@ -26,14 +26,16 @@ import pytest
 from nbformat import NotebookNode
 from nbgrader.api import Gradebook
 
-from grader import demo, pipeline, report
-from grader.submission import fill
+from grader import cluster, demo, pipeline, quota, report
+from grader.grading import Graded
+from grader.submission import fill, solution_cells
 from tests.conftest import make_course_copy
 
 ASSIGNMENT = "a_masks"
 NOTEBOOK = "masks_and_positions"
 MASK = "generate_square_subsequent_mask"
 WRONG_MASK = f"def {MASK}(sz):\n    return torch.zeros(sz, sz)\n"
+MB = 2**20
 
 
 def set_code(name: str, code: str) -> Callable[[NotebookNode], NotebookNode]:
@@ -41,6 +43,17 @@ def set_code(name: str, code: str) -> Callable[[NotebookNode], NotebookNode]:
 
     def edit(nb: NotebookNode) -> NotebookNode:
         assert fill(nb, {name: code}) == [], f"no solution cell defines {name}"
+        return nb
+
+    return edit
+
+
+def append_code(name: str, code: str) -> Callable[[NotebookNode], NotebookNode]:
+    """Add ``code`` after the reference solution of the cell that defines ``name``."""
+
+    def edit(nb: NotebookNode) -> NotebookNode:
+        cell = solution_cells(nb)[name]
+        cell.source = f"{cell.source}\n\n{code}"
         return nb
 
     return edit
@@ -150,6 +163,43 @@ daemon = 'import os, time\\nif os.fork() == 0:\\n    os.setsid()\\n    time.slee
 subprocess.Popen([sys.executable, '-c', daemon], start_new_session=True)
 """
 EXIT_BEFORE_CHECK = "import os\nos._exit(0)\n"
+# Issue 30: a class that kills its kernel when called (in the notebook's test and again in the
+# trusted check), a loop that ignores SIGINT inside a graded function, and a notebook that
+# fills its folder (3 files of 15 MB against the class's quota of 20 MB, COURSE_DISK_MB).
+EXITS_WHEN_CALLED = """
+import os
+
+class PositionalEncoding(torch.nn.Module):
+    def __init__(self, *args, **kwargs):
+        os._exit(3)
+"""
+EXITS_WHEN_OBSERVED = """
+import os, sys
+
+class PositionalEncoding(PositionalEncoding):
+    def __init__(self, *args, **kwargs):
+        frame = sys._getframe(1)
+        while frame is not None:
+            if frame.f_code.co_filename.endswith("verify.py"):
+                os._exit(3)
+            frame = frame.f_back
+        super().__init__(*args, **kwargs)
+"""
+RUNAWAY_WHEN_CALLED = """
+import signal
+
+class PositionalEncoding(torch.nn.Module):
+    def __init__(self, *args, **kwargs):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        while True:
+            pass
+"""
+FILLS_DISK = f"""
+for i in range(3):
+    with open(f"big{{i}}.bin", "wb") as handle:
+        handle.write(bytes(15 * 2**20))
+
+{WRONG_MASK}"""
 
 
 # student -> (edit of the reference notebook, or a special action)
@@ -204,6 +254,11 @@ CASES: dict[str, Callable[[NotebookNode], NotebookNode] | str] = {
     "patches_then_exits": lambda nb: set_code("PositionalEncoding", hidden(EXIT_BEFORE_CHECK))(
         set_code(MASK, hidden(PATCH_USER_NS) + WRONG_MASK)(nb)
     ),
+    # Issue 30.
+    "exits_when_called": set_code("PositionalEncoding", EXITS_WHEN_CALLED),
+    "exits_when_observed": append_code("PositionalEncoding", hidden(EXITS_WHEN_OBSERVED)),
+    "runaway_when_called": set_code("PositionalEncoding", RUNAWAY_WHEN_CALLED),
+    "fills_disk": set_code(MASK, FILLS_DISK),
 }
 HOSTILE = [
     "reads_gradebook",
@@ -248,6 +303,7 @@ def adversarial_class(graded_class: Path, tmp_path_factory: pytest.TempPathFacto
         "COURSE_CELL_TIMEOUT": "15",
         "COURSE_SUBMISSION_SECONDS": "60",
         "COURSE_MEMORY_MB": "5000",
+        "COURSE_DISK_MB": "20",
     }
     saved = {k: os.environ.get(k) for k in limits}
     os.environ.update(limits)
@@ -302,9 +358,93 @@ def test_broken_code_loses_only_its_points(adversarial_class: Path, student: str
 
 
 def test_endless_loop_ignoring_sigint_is_stopped(adversarial_class: Path) -> None:
+    """Its kernel is stopped after the cell timeout and a grace: graded, the cell named."""
     (line,) = lines(adversarial_class, "ignores_sigint")
-    assert line["status"] == "not graded"
-    assert "time limit" in line["detail"]
+    assert line["status"] == "timed out", line
+    assert "cell mask_solution ran past the time limit (15 s)" in line["detail"], line
+    assert auto_score(adversarial_class, "ignores_sigint") == 0  # in the first exercise
+
+
+def test_runaway_cell_costs_that_cell(adversarial_class: Path) -> None:
+    """A graded class whose constructor loops and ignores SIGINT: the test cell that calls it
+    is stopped, the mask and padding exercises before it keep their 5 points (verified by the
+    judge in a fresh kernel), the report names the cell."""
+    (line,) = lines(adversarial_class, "runaway_when_called")
+    assert line["status"] == "timed out", line
+    assert "cell test_pe_visible ran past the time limit" in line["detail"], line
+    assert "could not be verified" not in line["detail"], line
+    assert auto_score(adversarial_class, "runaway_when_called") == 5
+
+
+def test_a_function_that_kills_the_kernel_costs_only_its_tests(adversarial_class: Path) -> None:
+    """A class that calls os._exit when built: its tests earn nothing, the observation in a
+    fresh kernel does not call it again, and the 5 points before it stay (not flagged)."""
+    (line,) = lines(adversarial_class, "exits_when_called")
+    assert line["status"] == "graded", line
+    assert "kernel died while cell test_pe_visible ran" in line["detail"], line
+    assert auto_score(adversarial_class, "exits_when_called") == 5
+
+
+def test_an_item_that_kills_the_observation_costs_that_item_only(adversarial_class: Path) -> None:
+    """A class that passes the notebook's tests but calls os._exit when the trusted check
+    builds it: each of its two items kills a kernel and fails; the other items are observed in
+    fresh kernels, so the mask, padding and rotary tests keep their 8 points (flagged)."""
+    (line,) = lines(adversarial_class, "exits_when_observed")
+    assert line["status"] == "flagged", line
+    assert "the kernel died while the trusted check observed test_pe_visible" in line["detail"]
+    got = scores(adversarial_class, "exits_when_observed")
+    assert got["test_pe_visible"] == got["test_pe_hidden"] == 0, got
+    assert auto_score(adversarial_class, "exits_when_observed") == 8
+
+
+def test_disk_quota_removes_the_largest_files_and_keeps_the_points(
+    adversarial_class: Path,
+) -> None:
+    """3 files of 15 MB against a quota of 20 MB: the two largest removed, the points kept."""
+    (line,) = lines(adversarial_class, "fills_disk")
+    assert line["status"] == "over quota", line
+    assert "over the disk quota of 20 MB" in line["detail"] and "2 files removed" in line["detail"]
+    folder = adversarial_class / "autograded" / "fills_disk" / ASSIGNMENT
+    assert sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) <= 20 * 2**20
+    assert (folder / f"{NOTEBOOK}.ipynb").is_file()
+    baseline = auto_score(adversarial_class, "wrong_mask")
+    assert auto_score(adversarial_class, "fills_disk") == baseline
+
+
+def test_the_runaway_guard_is_where_nbclient_calls_it() -> None:
+    """ExecuteKeepingPoints stops a kernel that ignores the interrupt from nbclient's timeout
+    handler (a private method): fail loudly if an nbclient upgrade renames or reshapes it."""
+    import inspect
+
+    from nbclient import NotebookClient
+
+    from grader.preprocessors import ExecuteKeepingPoints
+
+    assert "_async_handle_timeout" in inspect.getsource(NotebookClient._async_poll_for_reply)
+    ours = inspect.signature(ExecuteKeepingPoints._async_handle_timeout).parameters
+    assert list(inspect.signature(NotebookClient._async_handle_timeout).parameters) == list(ours)
+
+
+def test_quota_removes_the_largest_files_but_the_notebooks() -> None:
+    sizes = {"nb.ipynb": 30 * MB, "a.bin": 10 * MB, "b.bin": 40 * MB, "c.txt": 1 * MB}
+    assert quota.over_quota(sizes, 100) == []
+    assert quota.over_quota(sizes, 0) == []  # no quota
+    assert quota.over_quota(sizes, 45, keep=["nb.ipynb"]) == ["b.bin"]
+    assert quota.over_quota(sizes, 20, keep=["nb.ipynb"]) == ["b.bin", "a.bin", "c.txt"]
+    many = {f"f{i:05d}": 0 for i in range(quota.MAX_FILES + 5)} | {"nb.ipynb": 10}
+    assert quota.over_quota(many, 100, keep=["nb.ipynb"]) == [f"f{i:05d}" for i in range(6)]
+
+
+def test_quota_holds_what_a_worker_returns(tmp_path: Path) -> None:
+    """The coordinator keeps a worker's files within the quota, whatever the worker did."""
+    root = make_course_copy(tmp_path / "course")
+    event = report.Event(ASSIGNMENT, "ann", NOTEBOOK, "graded", 3.0, 24.0)
+    graded = Graded("ann", True, 1.0, events=[event])
+    files = {f"{NOTEBOOK}.ipynb": b"{}", "big.bin": bytes(3 * MB), "small.bin": b"x"}
+    cluster.write_autograded(root, cluster.TaskResult(graded, files, b"db"), ASSIGNMENT, 2)
+    folder = root / "autograded" / "ann" / ASSIGNMENT
+    assert sorted(p.name for p in folder.iterdir()) == [f"{NOTEBOOK}.ipynb", "small.bin"]
+    assert event.status == "over quota" and "big.bin (3 MB)" in event.detail
 
 
 def test_killed_kernel_keeps_the_points_of_the_cells_before(adversarial_class: Path) -> None:

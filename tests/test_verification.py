@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from course import verify
+from grader.preprocessors import INTERRUPTED_ITEM, KILLED_ITEM, LOG, ExecuteKeepingPoints, _read_log
 from grader.verification import Judge, Verification, disagreements
 from judge import core
 
@@ -73,3 +75,44 @@ def test_only_points_the_judge_rejects_are_overruled() -> None:
     refused = disagreements(Verification(refused="no observations"), scores)
     assert set(refused) == {"t1", "t2", "written"}
     assert disagreements(Verification(refused="x"), {"t1": 0.0}) == {}
+
+
+# ----------------------------------------------------------------------------- observation log
+def test_observe_logs_item_by_item_and_fails_the_named_items(tmp_path: Path) -> None:
+    """Items in ``failed`` are not called; the log is removed once every item is observed."""
+    path = tmp_path / "nb.observations.pt"
+    calls = []
+
+    def mask(sz: int) -> torch.Tensor:
+        calls.append(sz)
+        return torch.triu(torch.full((sz, sz), float("-inf")), diagonal=1)
+
+    namespace = {"generate_square_subsequent_mask": mask}
+    verify.observe("a_masks", 7, str(path), namespace, failed={"test_mask_hidden": "KernelDied"})
+    observed = core.load(str(path))
+    assert observed["test_mask_hidden"] == {"error": "KernelDied"}
+    assert isinstance(observed["test_mask_visible"], torch.Tensor)
+    assert "NameError" in observed["test_pe_visible"]["error"]  # not defined: an error item
+    assert calls == [3]  # the visible item only (its size): the failed hidden one was not called
+    assert not Path(f"{path}{verify.LOG}").exists()
+
+
+def test_the_grader_reads_which_item_killed_the_kernel(tmp_path: Path) -> None:
+    """The log of a kernel that died in an item: that item fails, the interrupted ones too; a
+    log that names nothing new (or a link, or garbage) gives no fresh kernel."""
+    path = tmp_path / "nb.observations.pt"
+    log = Path(f"{path}{LOG}")
+    log.write_text("start a\nstart b\ninterrupted b\nstart c\n")
+    execute = ExecuteKeepingPoints()
+    execute._failed = {}
+    assert execute._learn_from_log(path)
+    assert execute._failed == {"b": INTERRUPTED_ITEM, "c": KILLED_ITEM}
+    assert not execute._learn_from_log(path)  # nothing new: no progress, no fresh kernel
+    log.write_text("start a\nerror a\n")
+    assert not execute._learn_from_log(path)  # died after the items: none to blame
+    log.unlink()
+    log.symlink_to("/etc/passwd")
+    assert _read_log(log) == []
+    log.unlink()
+    log.write_bytes(b"start \xff\x00$(rm -rf /)\nstart ok_item\n")
+    assert _read_log(log) == ["start ok_item"]

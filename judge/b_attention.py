@@ -447,19 +447,3 @@ def cross_hidden(seed: int, got: object) -> None:
         _gradient_reaches(
             grad, f"MultiHeadCrossAttention: no finite, non-zero gradient reaches {label}."
         )
-
-
-JUDGES = {
-    "test_sdpa_visible": sdpa_visible,
-    "test_sdpa_hidden": sdpa_hidden,
-    "test_heads_visible": heads_visible,
-    "test_heads_hidden": heads_hidden,
-    "test_mhsa_visible": mhsa_visible,
-    "test_mhsa_hidden": mhsa_hidden,
-    "test_layernorm_visible": norm_visible,
-    "test_layernorm_hidden": norm_hidden,
-    "test_layer_visible": layer_visible,
-    "test_layer_hidden": layer_hidden,
-    "test_cross_visible": cross_visible,
-    "test_cross_hidden": cross_hidden,
-}

@@ -416,17 +416,3 @@ def induction_hidden(seed: int, got: object) -> None:
             rtol=1e-5,
         )
     checks.diagnose_induction_values(got["patterns"], *probe.HIDDEN_INDUCTION)
-
-
-JUDGES = {
-    "test_batches_visible": batches_visible,
-    "test_batches_hidden": batches_hidden,
-    "test_perplexity_visible": perplexity_visible,
-    "test_perplexity_hidden": perplexity_hidden,
-    "test_model_visible": model_visible,
-    "test_model_hidden": model_hidden,
-    "test_previous_token_visible": previous_visible,
-    "test_previous_token_hidden": previous_hidden,
-    "test_induction_visible": induction_visible,
-    "test_induction_hidden": induction_hidden,
-}

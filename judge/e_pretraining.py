@@ -324,17 +324,3 @@ def attention_step_hidden(seed: int, got: object) -> None:
             f"dh={width})",
             mistakes=mistakes,
         )
-
-
-JUDGES = {
-    "test_last_token_visible": last_token_visible,
-    "test_last_token_hidden": last_token_hidden,
-    "test_classifier_visible": classifier_visible,
-    "test_classifier_hidden": classifier_hidden,
-    "test_freeze_visible": freeze_visible,
-    "test_freeze_hidden": freeze_hidden,
-    "test_mask_tokens_visible": mask_visible,
-    "test_mask_tokens_hidden": mask_hidden,
-    "test_attention_step_visible": attention_step_visible,
-    "test_attention_step_hidden": attention_step_hidden,
-}

@@ -58,13 +58,3 @@ def london_hidden(seed: int, got: object) -> None:
     assert isinstance(got, list)
     for value, pairs in zip(got, cases, strict=True):
         checks.judge_london(returned(value, "london_baseline"), pairs)
-
-
-JUDGES = {
-    "test_span_visible": span_visible,
-    "test_span_hidden": span_hidden,
-    "test_accuracy_visible": accuracy_visible,
-    "test_accuracy_hidden": accuracy_hidden,
-    "test_london_visible": london_visible,
-    "test_london_hidden": london_hidden,
-}

@@ -208,3 +208,21 @@ def test_no_graded_answer_is_defined_in_the_package(path) -> None:
     }
     leaked = defined & (graded_names() | FORMER_COPIES)
     assert not leaked, f"{path.relative_to(REPO)} defines {leaked}: graded answers"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_each_test_cell_is_declared_once(assignment: str) -> None:
+    """The probe's table ``CELLS`` names every test cell's function on both sides; no other file
+    of the assignment's kernel side or judge names a grade_id (the notebook aside)."""
+    import importlib
+
+    from course.probing import by_cell
+
+    probe = importlib.import_module(f"course.{assignment}.probe")
+    judged = by_cell(probe.CELLS, vars(importlib.import_module(f"judge.{assignment}")))
+    assert set(judged) == set(probe.ITEMS) == set(probe.CELLS)
+    for path in [*(REPO / "course" / assignment).glob("*.py"), REPO / "judge" / f"{assignment}.py"]:
+        text = path.read_text()
+        for cell in probe.CELLS:
+            expected = 1 if path.name == "probe.py" else 0
+            assert text.count(f'"{cell}"') == expected, f"{path.relative_to(REPO)} names {cell}"

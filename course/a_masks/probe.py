@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from course.a_masks.checks import storage_sizes
+from course.probing import by_cell
 from course.verify import student
 
 VISIBLE_LENGTHS = ([3, 1, 4], 4)
@@ -137,13 +138,16 @@ def rotary_hidden(ns: dict, seed: int) -> object:
     return seen
 
 
-ITEMS = {
-    "test_mask_visible": mask_visible,
-    "test_mask_hidden": mask_hidden,
-    "test_padding_visible": padding_visible,
-    "test_padding_hidden": padding_hidden,
-    "test_pe_visible": pe_visible,
-    "test_pe_hidden": pe_hidden,
-    "test_rotary_visible": rotary_visible,
-    "test_rotary_hidden": rotary_hidden,
+# The test cells, each declared once: grade_id -> the function that observes it here and
+# judges it in judge/a_masks.py (course.probing).
+CELLS = {
+    "test_mask_visible": "mask_visible",
+    "test_mask_hidden": "mask_hidden",
+    "test_padding_visible": "padding_visible",
+    "test_padding_hidden": "padding_hidden",
+    "test_pe_visible": "pe_visible",
+    "test_pe_hidden": "pe_hidden",
+    "test_rotary_visible": "rotary_visible",
+    "test_rotary_hidden": "rotary_hidden",
 }
+ITEMS = by_cell(CELLS, globals())

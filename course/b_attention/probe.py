@@ -21,6 +21,7 @@ from course.b_attention.checks import (
     parameter_gradients,
     projection_facts,
 )
+from course.probing import by_cell
 from course.verify import student
 
 NEG_INF = float("-inf")
@@ -522,17 +523,20 @@ def cross_hidden(ns: dict, seed: int) -> object:
     return {"cases": cases, "grads": _gradients(module, _leaves(inputs), upstream)}
 
 
-ITEMS = {
-    "test_sdpa_visible": sdpa_visible,
-    "test_sdpa_hidden": sdpa_hidden,
-    "test_heads_visible": heads_visible,
-    "test_heads_hidden": heads_hidden,
-    "test_mhsa_visible": mhsa_visible,
-    "test_mhsa_hidden": mhsa_hidden,
-    "test_layernorm_visible": norm_visible,
-    "test_layernorm_hidden": norm_hidden,
-    "test_layer_visible": layer_visible,
-    "test_layer_hidden": layer_hidden,
-    "test_cross_visible": cross_visible,
-    "test_cross_hidden": cross_hidden,
+# The test cells, each declared once: grade_id -> the function that observes it here and
+# judges it in judge/b_attention.py (course.probing).
+CELLS = {
+    "test_sdpa_visible": "sdpa_visible",
+    "test_sdpa_hidden": "sdpa_hidden",
+    "test_heads_visible": "heads_visible",
+    "test_heads_hidden": "heads_hidden",
+    "test_mhsa_visible": "mhsa_visible",
+    "test_mhsa_hidden": "mhsa_hidden",
+    "test_layernorm_visible": "norm_visible",
+    "test_layernorm_hidden": "norm_hidden",
+    "test_layer_visible": "layer_visible",
+    "test_layer_hidden": "layer_hidden",
+    "test_cross_visible": "cross_visible",
+    "test_cross_hidden": "cross_hidden",
 }
+ITEMS = by_cell(CELLS, globals())

@@ -15,6 +15,7 @@ from collections.abc import Callable
 import torch
 
 from course.c_params.checks import call_quickly, heads_of
+from course.probing import by_cell
 from course.verify import student
 
 # The sizes the visible cells try (the example's configuration and a small module).
@@ -239,15 +240,18 @@ def kv_cache_hidden(ns: dict, seed: int) -> object:
     return {"trials": trials, "huge": count_of(huge)}
 
 
-ITEMS = {
-    "test_embedding_visible": embedding_visible,
-    "test_embedding_hidden": embedding_hidden,
-    "test_layer_visible": layer_visible,
-    "test_layer_hidden": layer_hidden,
-    "test_base_visible": base_visible,
-    "test_base_hidden": base_hidden,
-    "test_head_visible": head_visible,
-    "test_head_hidden": head_hidden,
-    "test_kv_cache_visible": kv_cache_visible,
-    "test_kv_cache_hidden": kv_cache_hidden,
+# The test cells, each declared once: grade_id -> the function that observes it here and
+# judges it in judge/c_params.py (course.probing).
+CELLS = {
+    "test_embedding_visible": "embedding_visible",
+    "test_embedding_hidden": "embedding_hidden",
+    "test_layer_visible": "layer_visible",
+    "test_layer_hidden": "layer_hidden",
+    "test_base_visible": "base_visible",
+    "test_base_hidden": "base_hidden",
+    "test_head_visible": "head_visible",
+    "test_head_hidden": "head_hidden",
+    "test_kv_cache_visible": "kv_cache_visible",
+    "test_kv_cache_hidden": "kv_cache_hidden",
 }
+ITEMS = by_cell(CELLS, globals())

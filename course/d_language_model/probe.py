@@ -23,6 +23,7 @@ from course.d_language_model.checks import (
     previous_token_cases,
     run_model,
 )
+from course.probing import by_cell
 from course.verify import student
 
 VISIBLE_BATCHES = [(10, 3), (100, 7)]  # (n_tokens, seq_len) of the visible cell
@@ -275,15 +276,18 @@ def induction_hidden(ns: dict, seed: int) -> object:
     }
 
 
-ITEMS = {
-    "test_batches_visible": batches_visible,
-    "test_batches_hidden": batches_hidden,
-    "test_perplexity_visible": perplexity_visible,
-    "test_perplexity_hidden": perplexity_hidden,
-    "test_model_visible": model_visible,
-    "test_model_hidden": model_hidden,
-    "test_previous_token_visible": previous_visible,
-    "test_previous_token_hidden": previous_hidden,
-    "test_induction_visible": induction_visible,
-    "test_induction_hidden": induction_hidden,
+# The test cells, each declared once: grade_id -> the function that observes it here and
+# judges it in judge/d_language_model.py (course.probing).
+CELLS = {
+    "test_batches_visible": "batches_visible",
+    "test_batches_hidden": "batches_hidden",
+    "test_perplexity_visible": "perplexity_visible",
+    "test_perplexity_hidden": "perplexity_hidden",
+    "test_model_visible": "model_visible",
+    "test_model_hidden": "model_hidden",
+    "test_previous_token_visible": "previous_visible",
+    "test_previous_token_hidden": "previous_hidden",
+    "test_induction_visible": "induction_visible",
+    "test_induction_hidden": "induction_hidden",
 }
+ITEMS = by_cell(CELLS, globals())

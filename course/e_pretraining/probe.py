@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from course.e_pretraining import checks
+from course.probing import by_cell
 from course.verify import student
 
 VISIBLE_LENGTHS = [3, 1, 5, 4]  # the visible cells' batch of four sentences
@@ -342,15 +343,18 @@ def attention_step_hidden(ns: dict, seed: int) -> object:
     }
 
 
-ITEMS = {
-    "test_last_token_visible": last_token_visible,
-    "test_last_token_hidden": last_token_hidden,
-    "test_classifier_visible": classifier_visible,
-    "test_classifier_hidden": classifier_hidden,
-    "test_freeze_visible": freeze_visible,
-    "test_freeze_hidden": freeze_hidden,
-    "test_mask_tokens_visible": mask_visible,
-    "test_mask_tokens_hidden": mask_hidden,
-    "test_attention_step_visible": attention_step_visible,
-    "test_attention_step_hidden": attention_step_hidden,
+# The test cells, each declared once: grade_id -> the function that observes it here and
+# judges it in judge/e_pretraining.py (course.probing).
+CELLS = {
+    "test_last_token_visible": "last_token_visible",
+    "test_last_token_hidden": "last_token_hidden",
+    "test_classifier_visible": "classifier_visible",
+    "test_classifier_hidden": "classifier_hidden",
+    "test_freeze_visible": "freeze_visible",
+    "test_freeze_hidden": "freeze_hidden",
+    "test_mask_tokens_visible": "mask_visible",
+    "test_mask_tokens_hidden": "mask_hidden",
+    "test_attention_step_visible": "attention_step_visible",
+    "test_attention_step_hidden": "attention_step_hidden",
 }
+ITEMS = by_cell(CELLS, globals())

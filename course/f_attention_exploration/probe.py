@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 import torch
 
 from course.f_attention_exploration.experiments import random_orthonormal
+from course.probing import by_cell
 from course.verify import student
 
 # (generator seed of the visible cell, wanted indices): the visible cells' examples.
@@ -201,17 +202,20 @@ def flops_hidden(ns: dict, seed: int) -> object:
     return [_plain(flops(m, n, k)) for m, n, k in flops_cases(seed)]
 
 
-ITEMS = {
-    "test_copy_visible": copy_visible,
-    "test_copy_hidden": copy_hidden,
-    "test_average_visible": average_visible,
-    "test_average_hidden": average_hidden,
-    "test_noisy_visible": noisy_visible,
-    "test_noisy_hidden": noisy_hidden,
-    "test_two_heads_visible": two_heads_visible,
-    "test_two_heads_hidden": two_heads_hidden,
-    "test_kqv_visible": kqv_visible,
-    "test_kqv_hidden": kqv_hidden,
-    "test_flops_visible": flops_visible,
-    "test_flops_hidden": flops_hidden,
+# The test cells, each declared once: grade_id -> the function that observes it here and
+# judges it in judge/f_attention_exploration.py (course.probing).
+CELLS = {
+    "test_copy_visible": "copy_visible",
+    "test_copy_hidden": "copy_hidden",
+    "test_average_visible": "average_visible",
+    "test_average_hidden": "average_hidden",
+    "test_noisy_visible": "noisy_visible",
+    "test_noisy_hidden": "noisy_hidden",
+    "test_two_heads_visible": "two_heads_visible",
+    "test_two_heads_hidden": "two_heads_hidden",
+    "test_kqv_visible": "kqv_visible",
+    "test_kqv_hidden": "kqv_hidden",
+    "test_flops_visible": "flops_visible",
+    "test_flops_hidden": "flops_hidden",
 }
+ITEMS = by_cell(CELLS, globals())

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from course.g_birth_places import checks
+from course.probing import by_cell
 from course.verify import student
 
 
@@ -58,11 +59,14 @@ def london_hidden(ns: dict, seed: int) -> object:
     return [_call(baseline, list(pairs)) for pairs in checks.london_cases(seed)]
 
 
-ITEMS = {
-    "test_span_visible": span_visible,
-    "test_span_hidden": span_hidden,
-    "test_accuracy_visible": accuracy_visible,
-    "test_accuracy_hidden": accuracy_hidden,
-    "test_london_visible": london_visible,
-    "test_london_hidden": london_hidden,
+# The test cells, each declared once: grade_id -> the function that observes it here and
+# judges it in judge/g_birth_places.py (course.probing).
+CELLS = {
+    "test_span_visible": "span_visible",
+    "test_span_hidden": "span_hidden",
+    "test_accuracy_visible": "accuracy_visible",
+    "test_accuracy_hidden": "accuracy_hidden",
+    "test_london_visible": "london_visible",
+    "test_london_hidden": "london_hidden",
 }
+ITEMS = by_cell(CELLS, globals())

@@ -1,0 +1,52 @@
+"""What every assignment's probe shares (``course/<assignment>/probe.py``, :mod:`course.verify`).
+
+- **One table of test cells.** Each probe declares its graded test cells once, in ``CELLS``:
+  grade_id -> the name of the function that observes that cell in the probe and judges it in
+  ``judge/<assignment>.py`` (the same name on both sides). :func:`by_cell` finds either side's
+  functions from that table; nothing else names a grade_id.
+- **One observation of a call.** :func:`attempt` calls the student's code and gives what it
+  returned, or ``{"error": ...}`` when it raised; the judge reads it back with
+  ``judge.core.returned``.
+- **One seeded draw.** :func:`draw` is the generator of one group of cases, from the grader's
+  secret seed and the group's name; :func:`integer` draws one integer from it.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+
+import torch
+
+Observation = object  # what a call returned (portable), or {"error": message}
+
+
+def by_cell(cells: dict[str, str], functions: dict[str, object]) -> dict[str, Callable]:
+    """grade_id -> the function of ``functions`` (a module's namespace) that ``cells`` names."""
+    missing = sorted(name for name in cells.values() if not callable(functions.get(name)))
+    if missing:
+        raise LookupError(f"no function {', '.join(missing)} for the test cells")
+    return {cell: functions[name] for cell, name in cells.items()}
+
+
+def error_of(error: BaseException) -> dict[str, str]:
+    """The observation of a call that raised ``error``."""
+    return {"error": f"{type(error).__name__}: {error}"[:500]}
+
+
+def attempt(function: Callable, *args: object, **kwargs: object) -> Observation:
+    """``function(*args, **kwargs)``, or ``{"error": ...}`` when it raises."""
+    try:
+        return function(*args, **kwargs)
+    except Exception as error:  # noqa: BLE001 - a student's error is an observation
+        return error_of(error)
+
+
+def draw(seed: int, group: str) -> torch.Generator:
+    """The generator of the cases of ``group`` (a name, e.g. ``"padding"``) under ``seed``."""
+    return torch.Generator().manual_seed(seed + zlib.crc32(group.encode()) % 100_003)
+
+
+def integer(gen: torch.Generator, low: int, high: int) -> int:
+    """One integer in [low, high) drawn from ``gen``."""
+    return int(torch.randint(low, high, (1,), generator=gen))

@@ -50,3 +50,14 @@ def draw(seed: int, group: str) -> torch.Generator:
 def integer(gen: torch.Generator, low: int, high: int) -> int:
     """One integer in [low, high) drawn from ``gen``."""
     return int(torch.randint(low, high, (1,), generator=gen))
+
+
+def future_hidden(scores: torch.Tensor) -> torch.Tensor:
+    """``scores`` with -inf above the diagonal of its last two dimensions.
+
+    The probes build the additive causal masks they pass as ``future_hidden(torch.zeros(L, L))``:
+    this takes a tensor, not a length, so that no function of the package gives assignment A's
+    graded mask (``tests/test_no_answer_importable.py``).
+    """
+    future = torch.ones(scores.shape[-2:], dtype=torch.bool).triu(1)
+    return scores.masked_fill(future, float("-inf"))

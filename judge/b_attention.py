@@ -15,6 +15,7 @@ from torch import nn
 
 from course.b_attention import checks, probe
 from course.testcells import check, check_against_reference, check_close, expected_got, fail
+from judge import core
 
 
 # ---------------------------------------------------------------- references and helpers
@@ -399,7 +400,7 @@ def layer_hidden(seed: int, got: object) -> None:
             f"TransformerLayer(d_model={case['d_model']}, nhead={case['nhead']}, "
             f"d_ff={case['d_ff']}, norm_first={case['norm_first']}) on x {tuple(x.shape)}"
         )
-        _layer_output(seen, case, [None, probe.blocked_future(x.shape[1])], name)
+        _layer_output(seen, case, [None, core.future_mask(x.shape[1])], name)
     _count(got["grads"], 2, "arrangement")
     for norm_first, grads in zip((False, True), got["grads"], strict=True):
         checks.diagnose_gradients(

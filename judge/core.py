@@ -53,6 +53,11 @@ def verdicts(assignment: str, seed: int, observations: dict) -> dict[str, str | 
     return result
 
 
+def future_mask(length: int) -> torch.Tensor:
+    """The reference additive causal mask (L, L): 0.0 on and below the diagonal, -inf above."""
+    return torch.triu(torch.full((length, length), float("-inf")), diagonal=1)
+
+
 _MISSING = {"error": "not observed (the verification did not run to this item)"}
 
 

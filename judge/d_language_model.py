@@ -28,6 +28,7 @@ from course.testcells import (
     fail,
     same_values,
 )
+from judge import core
 
 # How close the rebuilt encoder and decoder must come to the student's on the same vectors.
 REBUILT_ATOL = REBUILT_RTOL = 1e-4
@@ -287,7 +288,7 @@ def model_hidden(seed: int, got: object) -> None:
     for case, seen in zip(cases, models, strict=True):
         src, x = case["src"], case["encoder_input"]
         length = src.size(1)
-        mask = probe.future_mask(length)
+        mask = core.future_mask(length)
         weight = check_tensor(seen["state"].get("embedding.weight"), "the embedding's weight")
         encoder = rebuilt_encoder(seen, case["nhead"], x, mask)
         decoder = rebuilt_decoder(seen, x)

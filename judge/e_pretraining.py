@@ -15,6 +15,7 @@ from torch import nn
 
 from course.e_pretraining import checks, probe
 from course.testcells import check, check_against_reference, check_number, check_tensor, fail
+from judge import core
 
 IGNORE = checks.IGNORE
 
@@ -33,11 +34,6 @@ def one_per_case(got: object, cases: list) -> list:
 
 
 # ---------------------------------------------------------------- the given model, recomputed
-def future_mask(length: int) -> torch.Tensor:
-    """The given causal mask (L, L): 0.0 on and below the diagonal, -inf above."""
-    return torch.triu(torch.full((length, length), float("-inf")), diagonal=1)
-
-
 def position_table(width: int, max_len: int = 5000) -> torch.Tensor:
     """The given sinusoidal table (max_len, D), computed as the given PositionalEncoding does."""
     position = torch.arange(max_len).unsqueeze(1)  # (max_len, 1)
@@ -132,7 +128,7 @@ def classifier_hidden(seed: int, got: object) -> None:
             return nn.functional.linear(x, state["lm.decoder.weight"], state.get("lm.decoder.bias"))
 
         length = ids.size(1)
-        causal = reference_states(state, width, case["heads"], ids, future_mask(length))
+        causal = reference_states(state, width, case["heads"], ids, core.future_mask(length))
         without_mask = reference_states(state, width, case["heads"], ids, None)
         rows = torch.arange(ids.size(0))
         check_against_reference(

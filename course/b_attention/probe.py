@@ -21,7 +21,7 @@ from course.b_attention.checks import (
     parameter_gradients,
     projection_facts,
 )
-from course.probing import by_cell
+from course.probing import by_cell, future_hidden
 from course.verify import student
 
 NEG_INF = float("-inf")
@@ -33,11 +33,6 @@ LAYER_WEIGHTS = tuple(f"self_attn.{p}" for p in PROJECTIONS) + (
 )
 
 Inputs = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]
-
-
-def blocked_future(length: int) -> torch.Tensor:
-    """The additive causal mask the tests give: -inf above the diagonal, 0 elsewhere."""
-    return torch.triu(torch.full((length, length), NEG_INF), diagonal=1)
 
 
 def _draw(seed: int) -> tuple[torch.Generator, Callable[[int, int], int]]:
@@ -105,7 +100,7 @@ def attention_cases(seed: int) -> list[Inputs]:
         cases += [(q, k, v, None), (q, k, v, float_mask)]
         kc = torch.randn(*lead, lq, d, generator=gen)
         vc = torch.randn(*lead, lq, dv, generator=gen)
-        cases.append((q, kc, vc, blocked_future(lq)))
+        cases.append((q, kc, vc, future_hidden(torch.zeros(lq, lq))))
     # A mask with its own batch dimension, broadcast over heads: (B, 1, Lq, Lk).
     q, k, v = (torch.randn(2, 3, 5, 4, generator=gen) for _ in range(3))
     cases.append((q, k, v, torch.randn(2, 1, 5, 5, generator=gen)))
@@ -166,7 +161,11 @@ def mhsa_cases(seed: int) -> list[dict]:
         nhead, width, batch = FORCED_MHSA.get(trial, (nhead, width, batch))
         d_model, length = nhead * width, 2 + trial
         x = torch.randn(batch, length, d_model, generator=gen)
-        masks = [None, blocked_future(length), torch.randn(length, length, generator=gen)]
+        masks = [
+            None,
+            future_hidden(torch.zeros(length, length)),
+            torch.randn(length, length, generator=gen),
+        ]
         changed = x.clone()
         changed[:, -1] = torch.randn(batch, d_model, generator=gen)
         cases.append(
@@ -475,14 +474,14 @@ def layer_hidden(ns: dict, seed: int) -> object:
         with torch.no_grad():  # random LayerNorm scales and shifts too
             for parameter in module.parameters():
                 parameter.add_(0.3 * torch.randn(parameter.shape, generator=noise))
-        masks = [None, blocked_future(case["x"].shape[1])]
+        masks = [None, future_hidden(torch.zeros(case["x"].shape[1], case["x"].shape[1]))]
         cases.append(_after_facts(facts, _layer(module, case["x"], masks)))
     grads = []
     for norm_first in (False, True):
         torch.manual_seed(seed + 220 + norm_first)
         module = layer(12, 3, 24, norm_first=norm_first)
         x, upstream = gradient_inputs(seed + 221 + norm_first, (2, 6, 12), (2, 6, 12))
-        grads.append(_gradients(module, [x], upstream, blocked_future(6)))
+        grads.append(_gradients(module, [x], upstream, future_hidden(torch.zeros(6, 6))))
     return {"cases": cases, "grads": grads}
 
 

@@ -23,7 +23,7 @@ from course.d_language_model.checks import (
     previous_token_cases,
     run_model,
 )
-from course.probing import by_cell
+from course.probing import by_cell, future_hidden
 from course.verify import student
 
 VISIBLE_BATCHES = [(10, 3), (100, 7)]  # (n_tokens, seq_len) of the visible cell
@@ -35,12 +35,6 @@ VISIBLE_INDUCTION, HIDDEN_INDUCTION = (8, 4), (12, 5)
 VISIBLE_INDUCTION_UNIFORM = (8, 3)  # length, period of the visible cell's uniform heads
 # The weights the hidden cell reads (not the position table, which the judge computes itself).
 WEIGHTS = ("embedding.", "transformer_encoder.", "decoder.")
-
-
-def future_mask(length: int) -> torch.Tensor:
-    """The (L, L) float mask of the notebook's given cell (0 on and below the diagonal, -inf
-    above), taken from torch."""
-    return nn.Transformer.generate_square_subsequent_mask(length)
 
 
 def batch_cases(seed: int) -> list[tuple[int, int, torch.Tensor]]:
@@ -93,7 +87,7 @@ def _random_weights(gen: torch.Generator, heads: int, length: int, causal: bool)
     """Attention weights (H, L, L): the softmax of random scores, causal or not."""
     scores = 3 * torch.randn(heads, length, length, generator=gen)
     if causal:
-        scores = scores + future_mask(length)
+        scores = future_hidden(scores)
     return torch.softmax(scores, dim=-1)
 
 
@@ -181,7 +175,7 @@ def model_visible(ns: dict, seed: int) -> object:
         torch.manual_seed(0)
         model = student(ns, "TransformerModel")(**sizes, dropout=0.1)
         src = torch.randint(0, sizes["ntokens"], (3, 7))
-    mask = future_mask(7)
+    mask = future_hidden(torch.zeros(7, 7))
     masked = run_model(model, src, mask)
     unmasked = run_model(model, src, None)
     changed = [run_model(model, other, mask) for other in causality_inputs(src, 30)]
@@ -189,7 +183,9 @@ def model_visible(ns: dict, seed: int) -> object:
     calls: list[int] = []
     hook = model.pos_encoder.register_forward_hook(lambda mod, args, out: calls.append(1))
     try:
-        repeated = run_model(model, torch.full((1, 6), 5, dtype=torch.long), future_mask(6))
+        repeated = run_model(
+            model, torch.full((1, 6), 5, dtype=torch.long), future_hidden(torch.zeros(6, 6))
+        )
     finally:
         hook.remove()
 
@@ -218,7 +214,7 @@ def model_hidden(ns: dict, seed: int) -> object:
             model = build(**sizes, dropout=0.3)
             model.eval()
             src, length = case["src"], case["src"].size(1)
-            mask = future_mask(length)
+            mask = future_hidden(torch.zeros(length, length))
             state = model.state_dict()
             seen = {
                 "state": {k: v for k, v in state.items() if k.startswith(WEIGHTS)},

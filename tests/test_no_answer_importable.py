@@ -36,7 +36,7 @@ from judge import core
 from tests.conftest import ASSIGNMENTS, REPO
 
 SEED = 20_241
-LIMIT = 2.0
+LIMIT = 4.0
 
 
 def required_arguments(node: ast.FunctionDef, method: bool) -> int:

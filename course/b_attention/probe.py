@@ -21,7 +21,7 @@ from course.b_attention.checks import (
     parameter_gradients,
     projection_facts,
 )
-from course.probing import by_cell, future_hidden
+from course.probing import by_cell, future_hidden, integer
 from course.verify import student
 
 NEG_INF = float("-inf")
@@ -33,15 +33,6 @@ LAYER_WEIGHTS = tuple(f"self_attn.{p}" for p in PROJECTIONS) + (
 )
 
 Inputs = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]
-
-
-def _draw(seed: int) -> tuple[torch.Generator, Callable[[int, int], int]]:
-    gen = torch.Generator().manual_seed(seed)
-
-    def randint(low: int, high: int) -> int:
-        return int(torch.randint(low, high, (1,), generator=gen))
-
-    return gen, randint
 
 
 # ---------------------------------------------------------------- inputs, visible cells
@@ -85,11 +76,16 @@ def attention_cases(seed: int) -> list[Inputs]:
 
     As in the hidden cell, a batch dimension of 1 and values of width 1 are among them.
     """
-    gen, randint = _draw(seed + 10)
+    gen = torch.Generator().manual_seed(seed + 10)
     cases: list[Inputs] = []
     for trial in range(6):
-        lead = [(), (randint(1, 4),), (randint(1, 4), randint(1, 5))][trial % 3]
-        lq, lk, d, dv = randint(2, 9), randint(2, 9), randint(2, 17), randint(1, 9)
+        lead = [(), (integer(gen, 1, 4),), (integer(gen, 1, 4), integer(gen, 1, 5))][trial % 3]
+        lq, lk, d, dv = (
+            integer(gen, 2, 9),
+            integer(gen, 2, 9),
+            integer(gen, 2, 17),
+            integer(gen, 1, 9),
+        )
         if trial in (2, 5):  # a batch of 1 broadcast with heads; values of width 1 once
             lead = (1, lead[1])
             dv = 1 if trial == 2 else dv
@@ -121,10 +117,15 @@ def head_cases(seed: int) -> list[dict]:
 
     As in the hidden cell, heads of width 1 and the smallest sizes are among them.
     """
-    gen, randint = _draw(seed + 20)
+    gen = torch.Generator().manual_seed(seed + 20)
     cases = []
     for trial in range(6):
-        b, length, nhead, width = randint(1, 6), randint(2, 7), randint(2, 7), randint(1, 7)
+        b, length, nhead, width = (
+            integer(gen, 1, 6),
+            integer(gen, 2, 7),
+            integer(gen, 2, 7),
+            integer(gen, 1, 7),
+        )
         if trial == 0:
             width = 1
         elif trial == 1:
@@ -154,10 +155,10 @@ def mhsa_cases(seed: int) -> list[dict]:
     As in the hidden cell, one head, heads of width 1 (d_model = 1 too) and a batch of 1 are
     among them.
     """
-    gen, randint = _draw(seed + 30)
+    gen = torch.Generator().manual_seed(seed + 30)
     cases = []
     for trial in range(5):
-        nhead, width, batch = randint(1, 5), randint(1, 7), randint(1, 4)
+        nhead, width, batch = integer(gen, 1, 5), integer(gen, 1, 7), integer(gen, 1, 4)
         nhead, width, batch = FORCED_MHSA.get(trial, (nhead, width, batch))
         d_model, length = nhead * width, 2 + trial
         x = torch.randn(batch, length, d_model, generator=gen)
@@ -199,12 +200,12 @@ NORM_EPS = (1e-5, 0.1)  # 1e-5 is left to the default
 
 def layer_cases(seed: int) -> list[dict]:
     """Random sizes, post-norm and pre-norm in turn (one head in both, as in the hidden cell)."""
-    gen, randint = _draw(seed + 50)
+    gen = torch.Generator().manual_seed(seed + 50)
     cases = []
     for trial in range(6):
-        nhead, width = randint(1, 4), randint(2, 6)
-        d_model, d_ff = nhead * width, randint(4, 20)
-        batch, length = randint(1, 4), randint(2, 8)
+        nhead, width = integer(gen, 1, 4), integer(gen, 2, 6)
+        d_model, d_ff = nhead * width, integer(gen, 4, 20)
+        batch, length = integer(gen, 1, 4), integer(gen, 2, 8)
         if trial < 2:
             nhead, d_model = 1, width
         elif trial == 2:
@@ -225,12 +226,12 @@ def cross_cases(seed: int) -> list[dict]:
     """Random sizes (Lq = Lk, then Lq != Lk); masks: none, random floats, the last memory
     position blocked; for each mask, x with its first position changed. As in the hidden cell,
     one head, a batch of 1 and a memory longer than x are among them."""
-    gen, randint = _draw(seed + 60)
+    gen = torch.Generator().manual_seed(seed + 60)
     cases = []
     for trial in range(5):
-        nhead, width, batch = randint(1, 5), randint(1, 7), randint(1, 4)
-        d_model, lq = nhead * width, randint(2, 8)
-        lk = lq if trial < 2 else randint(2, 10)
+        nhead, width, batch = integer(gen, 1, 5), integer(gen, 1, 7), integer(gen, 1, 4)
+        d_model, lq = nhead * width, integer(gen, 2, 8)
+        lk = lq if trial < 2 else integer(gen, 2, 10)
         if trial == 0:
             nhead, batch, d_model = 1, 1, width
         elif trial == 4:

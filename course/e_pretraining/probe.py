@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from course.e_pretraining import checks
-from course.probing import by_cell
+from course.probing import by_cell, integer
 from course.verify import student
 
 VISIBLE_LENGTHS = [3, 1, 5, 4]  # the visible cells' batch of four sentences
@@ -41,10 +41,6 @@ def _call(function: Callable, *args: object, **kwargs: object) -> object:
         return {"error": f"{type(error).__name__}: {error}"[:500]}
 
 
-def _int(gen: torch.Generator, low: int, high: int) -> int:
-    return int(torch.randint(low, high, (1,), generator=gen))
-
-
 def _padded_batch(
     gen: torch.Generator, vocab: int, batch: int, length: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -62,7 +58,7 @@ def last_token_cases(seed: int) -> list[tuple[torch.Tensor, int, int, torch.Tens
     gen = torch.Generator().manual_seed(seed)
     cases = []
     for _ in range(6):
-        batch, length, width = _int(gen, 1, 9), _int(gen, 1, 30), _int(gen, 1, 20)
+        batch, length, width = integer(gen, 1, 9), integer(gen, 1, 30), integer(gen, 1, 20)
         lengths = torch.randint(1, length + 1, (batch,), generator=gen)
         lengths[0] = length
         hidden = torch.randn(batch, length, width, generator=gen, dtype=torch.float64)
@@ -75,18 +71,18 @@ def classifier_cases(seed: int) -> list[dict]:
     the seed of their weights, and a right-padded batch (ids, lengths)."""
     gen = torch.Generator().manual_seed(seed + 1)
     cases = []
-    for n_classes in (2, 3, _int(gen, 2, 6)):
-        heads = (2, 4)[_int(gen, 0, 2)]
-        width = heads * _int(gen, 2, 5)  # 4 .. 16, even, a multiple of heads
-        vocab = _int(gen, 33, 90)
-        ids, lengths = _padded_batch(gen, vocab, _int(gen, 2, 8), _int(gen, 2, 12))
+    for n_classes in (2, 3, integer(gen, 2, 6)):
+        heads = (2, 4)[integer(gen, 0, 2)]
+        width = heads * integer(gen, 2, 5)  # 4 .. 16, even, a multiple of heads
+        vocab = integer(gen, 33, 90)
+        ids, lengths = _padded_batch(gen, vocab, integer(gen, 2, 8), integer(gen, 2, 12))
         cases.append(
             {
                 "vocab": vocab,
                 "width": width,
                 "heads": heads,
                 "n_classes": n_classes,
-                "torch_seed": _int(gen, 0, 2**31 - 1),
+                "torch_seed": integer(gen, 0, 2**31 - 1),
                 "ids": ids,
                 "lengths": lengths,
             }
@@ -100,16 +96,16 @@ def freeze_cases(seed: int) -> list[dict]:
     gen = torch.Generator().manual_seed(seed + 2)
     cases = []
     for _ in range(2):
-        width = 4 * _int(gen, 2, 7)  # 8 .. 24
-        vocab = _int(gen, 50, 100)
-        n_classes = _int(gen, 2, 6)
+        width = 4 * integer(gen, 2, 7)  # 8 .. 24
+        vocab = integer(gen, 50, 100)
+        n_classes = integer(gen, 2, 6)
         ids, lengths = _padded_batch(gen, vocab, 3, 6)
         cases.append(
             {
                 "vocab": vocab,
                 "width": width,
                 "n_classes": n_classes,
-                "torch_seed": _int(gen, 0, 2**31 - 1),
+                "torch_seed": integer(gen, 0, 2**31 - 1),
                 "ids": ids,
                 "lengths": lengths,
                 "labels": torch.randint(0, n_classes, (3,), generator=gen),
@@ -121,7 +117,7 @@ def freeze_cases(seed: int) -> list[dict]:
 def mask_check_case(seed: int) -> tuple[int, int, int]:
     """(vocab_size, seed of the ids, seed of the generator) of the hidden statistical check."""
     gen = torch.Generator().manual_seed(seed + 3)
-    return _int(gen, 100, 2000), _int(gen, 0, 2**31 - 1), _int(gen, 0, 2**31 - 1)
+    return integer(gen, 100, 2000), integer(gen, 0, 2**31 - 1), integer(gen, 0, 2**31 - 1)
 
 
 def mask_cases(seed: int) -> list[tuple[int, float, torch.Tensor, int]]:
@@ -130,19 +126,19 @@ def mask_cases(seed: int) -> list[tuple[int, float, torch.Tensor, int]]:
     gen = torch.Generator().manual_seed(seed + 4)
     cases = []
     for low, high, probability in [(20, 100, 0.15), (1000, 10000, None)]:
-        vocab = _int(gen, low, high)
+        vocab = integer(gen, low, high)
         if probability is None:
             probability = round(0.2 + 0.15 * float(torch.rand(1, generator=gen)), 3)
         ids = torch.randint(4, vocab, MASK_CASE_SHAPE, generator=gen)
-        cases.append((vocab, probability, ids, _int(gen, 0, 2**31 - 1)))
+        cases.append((vocab, probability, ids, integer(gen, 0, 2**31 - 1)))
     return cases
 
 
 def mask_line_case(seed: int) -> tuple[int, torch.Tensor, int]:
     """(vocab_size, ids (MASK_LINE,), generator seed): one long 1-D sequence."""
     gen = torch.Generator().manual_seed(seed + 5)
-    vocab = _int(gen, 50, 200)
-    return vocab, torch.randint(4, vocab, (MASK_LINE,), generator=gen), _int(gen, 0, 2**31 - 1)
+    vocab = integer(gen, 50, 200)
+    return vocab, torch.randint(4, vocab, (MASK_LINE,), generator=gen), integer(gen, 0, 2**31 - 1)
 
 
 def step_cases(seed: int) -> list[tuple[int, int, int, int, int]]:
@@ -151,9 +147,11 @@ def step_cases(seed: int) -> list[tuple[int, int, int, int, int]]:
     gen = torch.Generator().manual_seed(seed + 6)
     cases = []
     for low, high in [(1, 10), (0, 1), (1, 20)]:
-        cached = _int(gen, low, high)
-        width = cached + 2 + _int(gen, 0, 6)
-        cases.append((_int(gen, 1, 4), _int(gen, 1, 5), cached, width, _int(gen, 0, 2**31 - 1)))
+        cached = integer(gen, low, high)
+        width = cached + 2 + integer(gen, 0, 6)
+        cases.append(
+            (integer(gen, 1, 4), integer(gen, 1, 5), cached, width, integer(gen, 0, 2**31 - 1))
+        )
     return cases
 
 
@@ -162,11 +160,11 @@ def sequence_cases(seed: int) -> list[tuple[int, int, int, int, int]]:
     gen = torch.Generator().manual_seed(seed + 7)
     return [
         (
-            _int(gen, 1, 4),
-            _int(gen, 1, 5),
-            _int(gen, 2, 17),
-            _int(gen, 2, 17),
-            _int(gen, 0, 2**31 - 1),
+            integer(gen, 1, 4),
+            integer(gen, 1, 5),
+            integer(gen, 2, 17),
+            integer(gen, 2, 17),
+            integer(gen, 0, 2**31 - 1),
         )
         for _ in range(2)
     ]

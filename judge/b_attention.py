@@ -13,7 +13,7 @@ import math
 import torch
 from torch import nn
 
-from course.b_attention import checks, probe
+from course.b_attention import checks, draws
 from course.testcells import check, check_against_reference, check_close, expected_got, fail
 from judge import core
 
@@ -155,7 +155,7 @@ def _gradient_reaches(grad: object, message: str) -> None:
 
 # ---------------------------------------------------------------- scaled dot-product attention
 def sdpa_visible(seed: int, got: object) -> None:
-    cases = probe.attention_visible_inputs()
+    cases = draws.attention_visible_inputs()
     _count(got, len(cases), "call")
     (q, k, v, _), (_, _, _, causal), (qb, kb, vb, _) = cases
     out, weights = checks.diagnose_attention(_pair(got[0]), q, k, v)
@@ -169,7 +169,7 @@ def sdpa_visible(seed: int, got: object) -> None:
 
 def sdpa_hidden(seed: int, got: object) -> None:
     assert isinstance(got, dict)
-    cases = probe.attention_cases(seed)
+    cases = draws.attention_cases(seed)
     _count(got["cases"], len(cases), "case")
     for (q, k, v, mask), seen in zip(cases, got["cases"], strict=True):
         name = (
@@ -188,7 +188,7 @@ def sdpa_hidden(seed: int, got: object) -> None:
             wrong_w[checks.MASK_AFTER] = reference_attention(q, k, v, mask, mask_after=True)[1]
         check_against_reference(weights, ref_w, f"{name}: the weights", wrong_w, atol=1e-5)
         check_against_reference(out, ref_out, f"{name}: the output", atol=1e-5)
-    extras = probe.attention_extras(seed)
+    extras = draws.attention_extras(seed)
     check_close(got["none"], got["zero"], "the output with mask=None (should equal a zero mask)")
     _count(got["after"], 3, "input")
     check(
@@ -210,7 +210,7 @@ def sdpa_hidden(seed: int, got: object) -> None:
 # ---------------------------------------------------------------- heads
 def heads_visible(seed: int, got: object) -> None:
     assert isinstance(got, dict)
-    x, heads = probe.heads_visible_inputs()
+    x, heads = draws.heads_visible_inputs()
     split = checks.diagnose_split(got["split"], x, 2)
     check_close(split, reference_split(x, 2), "split_heads(x, 2)")
     merged = checks.diagnose_merge(got["merged"], heads)
@@ -219,7 +219,7 @@ def heads_visible(seed: int, got: object) -> None:
 
 def heads_hidden(seed: int, got: object) -> None:
     assert isinstance(got, dict)
-    cases = probe.head_cases(seed)
+    cases = draws.head_cases(seed)
     _count(got["cases"], len(cases), "case")
     for case, seen in zip(cases, got["cases"], strict=True):
         x, nhead, heads = case["x"], case["nhead"], case["heads"]
@@ -242,7 +242,7 @@ def heads_hidden(seed: int, got: object) -> None:
         check_close(
             seen["transposed"], reference_merge(case["transposed"]), "merge_heads(x.transpose)"
         )
-    x = probe.one_head_input(seed)
+    x = draws.one_head_input(seed)
     check_close(got["one_head"], x.unsqueeze(1), "split_heads(x, nhead=1)")
 
 
@@ -271,7 +271,7 @@ def mhsa_visible(seed: int, got: object) -> None:
     assert isinstance(got, dict)
     checks.diagnose_projection_facts(got["facts"], 8)
     got = _observed(got)
-    x = probe.module_visible_input(2, 5, 8, seed=1)
+    x = draws.module_visible_input(2, 5, 8, seed=1)
     checks.diagnose_output_projection_outputs(got["probes"], tuple(x.shape))
     reference = checks.torch_attention_like(attention_with(got["weights"], 8), nhead=2)
     with torch.no_grad():
@@ -281,7 +281,7 @@ def mhsa_visible(seed: int, got: object) -> None:
 
 def mhsa_hidden(seed: int, got: object) -> None:
     assert isinstance(got, dict)
-    cases = probe.mhsa_cases(seed)
+    cases = draws.mhsa_cases(seed)
     _count(got["cases"], len(cases), "case")
     for case, seen in zip(cases, got["cases"], strict=True):
         d, h, x = case["d_model"], case["nhead"], case["x"]
@@ -313,7 +313,7 @@ def mhsa_hidden(seed: int, got: object) -> None:
 
 # ---------------------------------------------------------------- layer normalisation
 def norm_visible(seed: int, got: object) -> None:
-    cases = probe.norm_visible_inputs()
+    cases = draws.norm_visible_inputs()
     _count(got, len(cases), "call")
     x = cases[0][0]
     y = checks.diagnose_layer_norm(got[0], x)
@@ -330,11 +330,11 @@ def norm_visible(seed: int, got: object) -> None:
 
 def norm_hidden(seed: int, got: object) -> None:
     assert isinstance(got, dict)
-    cases = probe.norm_cases(seed)
-    _count(got["cases"], len(cases) * len(probe.NORM_EPS), "case")
+    cases = draws.norm_cases(seed)
+    _count(got["cases"], len(cases) * len(draws.NORM_EPS), "case")
     seen = iter(got["cases"])
     for x, gamma, beta in cases:
-        for eps in probe.NORM_EPS:
+        for eps in draws.NORM_EPS:
             observed = next(seen)
             check_against_reference(
                 observed["out"],
@@ -384,7 +384,7 @@ def _layer_output(
 
 def layer_visible(seed: int, got: object) -> None:
     _count(got, 2, "arrangement")
-    x = probe.module_visible_input(2, 5, 8, seed=2)
+    x = draws.module_visible_input(2, 5, 8, seed=2)
     for norm_first, seen in zip((False, True), got, strict=True):
         case = {"d_model": 8, "nhead": 2, "d_ff": 16, "norm_first": norm_first, "x": x}
         _layer_output(seen, case, [None], f"TransformerLayer(8, 2, 16, norm_first={norm_first})(x)")
@@ -392,7 +392,7 @@ def layer_visible(seed: int, got: object) -> None:
 
 def layer_hidden(seed: int, got: object) -> None:
     assert isinstance(got, dict)
-    cases = probe.layer_cases(seed)
+    cases = draws.layer_cases(seed)
     _count(got["cases"], len(cases), "case")
     for case, seen in zip(cases, got["cases"], strict=True):
         x = case["x"]
@@ -413,15 +413,15 @@ def cross_visible(seed: int, got: object) -> None:
     assert isinstance(got, dict)
     checks.diagnose_projection_facts(got["facts"], 8)
     got = _observed(got)
-    x = probe.module_visible_input(2, 3, 8, seed=5)
-    memory = probe.module_visible_input(2, 5, 8, seed=6)
+    x = draws.module_visible_input(2, 3, 8, seed=5)
+    memory = draws.module_visible_input(2, 5, 8, seed=6)
     with torch.no_grad():
         checks.check_cross_attention(got["out"], attention_with(got["weights"], 8), 2, x, memory)
 
 
 def cross_hidden(seed: int, got: object) -> None:
     assert isinstance(got, dict)
-    cases = probe.cross_cases(seed)
+    cases = draws.cross_cases(seed)
     _count(got["cases"], len(cases), "case")
     for case, seen in zip(cases, got["cases"], strict=True):
         d, h, x, memory = case["d_model"], case["nhead"], case["x"], case["memory"]

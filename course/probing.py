@@ -18,6 +18,8 @@ from collections.abc import Callable
 
 import torch
 
+from course.testcells import fail
+
 Observation = object  # what a call returned (portable), or {"error": message}
 
 
@@ -40,6 +42,14 @@ def attempt(function: Callable, *args: object, **kwargs: object) -> Observation:
         return function(*args, **kwargs)
     except Exception as error:  # noqa: BLE001 - a student's error is an observation
         return error_of(error)
+
+
+def returned(observation: object, name: str = "the code", context: str = "") -> object:
+    """What a call returned, as :func:`attempt` observed it; a failure that names ``name`` (and
+    ``context``) when the call raised. The judge reads every observation of a call with this."""
+    if isinstance(observation, dict) and isinstance(observation.get("error"), str):
+        fail(f"{name} raised {observation['error']}" + (f" ({context})" if context else ""))
+    return observation
 
 
 def draw(seed: int, group: str) -> torch.Generator:

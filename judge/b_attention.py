@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from course.b_attention import checks, draws
+from course.probing import returned
 from course.testcells import check, check_against_reference, check_close, expected_got, fail
 from judge import core
 
@@ -114,18 +115,6 @@ def layer_with(weights: dict, d_model: int, d_ff: int) -> nn.Module:
     return layer
 
 
-def _observed(got: dict) -> dict:
-    """A module's observation after its facts were checked: fails if the module then raised."""
-    if "raised" in got:
-        fail(f"the code raised {got['raised']}")
-    return got
-
-
-def _value(got: dict) -> object:
-    """A later part of a test cell, observed on its own: fails if the code raised there."""
-    return _observed(got)["value"]
-
-
 def _pair(got: dict) -> tuple | None:
     """The result of an attention call as the test cell saw it (a tuple), or a failure."""
     if "items" in got:
@@ -198,7 +187,7 @@ def sdpa_hidden(seed: int, got: object) -> None:
         ),
         "scaled_dot_product_attention modified its inputs in place.",
     )
-    grads = _value(got["grads"])
+    grads = returned(got["grads"])
     _count(grads, 3, "input")
     for grad, label in zip(grads, "qkv", strict=True):
         _gradient_reaches(
@@ -270,7 +259,7 @@ def without_out_proj(module, nhead, x, mask):
 def mhsa_visible(seed: int, got: object) -> None:
     assert isinstance(got, dict)
     checks.diagnose_projection_facts(got["facts"], 8)
-    got = _observed(got)
+    got = returned(got)
     x = draws.module_visible_input(2, 5, 8, seed=1)
     checks.diagnose_output_projection_outputs(got["probes"], tuple(x.shape))
     reference = checks.torch_attention_like(attention_with(got["weights"], 8), nhead=2)
@@ -286,7 +275,7 @@ def mhsa_hidden(seed: int, got: object) -> None:
     for case, seen in zip(cases, got["cases"], strict=True):
         d, h, x = case["d_model"], case["nhead"], case["x"]
         checks.diagnose_projection_facts(seen["facts"], d)
-        seen = _observed(seen)
+        seen = returned(seen)
         checks.diagnose_output_projection_outputs(seen["probes"], tuple(x.shape))
         module = attention_with(seen["weights"], d)
         twin = checks.torch_attention_like(module, h)
@@ -308,7 +297,7 @@ def mhsa_hidden(seed: int, got: object) -> None:
             again[:, :-1],
             "outputs before the last position when only the last token changes (causal mask)",
         )
-    checks.diagnose_gradients(_value(got["grads"])["parameters"], "MultiHeadSelfAttention")
+    checks.diagnose_gradients(returned(got["grads"])["parameters"], "MultiHeadSelfAttention")
 
 
 # ---------------------------------------------------------------- layer normalisation
@@ -354,7 +343,7 @@ def norm_hidden(seed: int, got: object) -> None:
         torch.arange(4.0).expand(2, 4),
         "layer_norm of a constant row (should be beta)",
     )
-    grads = _value(got["grads"])
+    grads = returned(got["grads"])
     _count(grads, 3, "input")
     for grad, label in zip(grads, ("x", "gamma", "beta"), strict=True):
         _gradient_reaches(grad, f"layer_norm: no finite, non-zero gradient reaches {label}.")
@@ -371,7 +360,7 @@ def _layer_output(
         case[key] for key in ("d_model", "nhead", "d_ff", "norm_first", "x")
     )
     checks.diagnose_layer_facts(seen["facts"], d, d_ff)
-    seen = _observed(seen)
+    seen = returned(seen)
     twin = checks.torch_layer_like(layer_with(seen["weights"], d, d_ff), h, d_ff, norm_first)
     _count(seen["outs"], len(masks), "mask")
     for mask, out in zip(masks, seen["outs"], strict=True):
@@ -404,7 +393,7 @@ def layer_hidden(seed: int, got: object) -> None:
     _count(got["grads"], 2, "arrangement")
     for norm_first, grads in zip((False, True), got["grads"], strict=True):
         checks.diagnose_gradients(
-            _value(grads)["parameters"], f"TransformerLayer(norm_first={norm_first})"
+            returned(grads)["parameters"], f"TransformerLayer(norm_first={norm_first})"
         )
 
 
@@ -412,7 +401,7 @@ def layer_hidden(seed: int, got: object) -> None:
 def cross_visible(seed: int, got: object) -> None:
     assert isinstance(got, dict)
     checks.diagnose_projection_facts(got["facts"], 8)
-    got = _observed(got)
+    got = returned(got)
     x = draws.module_visible_input(2, 3, 8, seed=5)
     memory = draws.module_visible_input(2, 5, 8, seed=6)
     with torch.no_grad():
@@ -426,7 +415,7 @@ def cross_hidden(seed: int, got: object) -> None:
     for case, seen in zip(cases, got["cases"], strict=True):
         d, h, x, memory = case["d_model"], case["nhead"], case["x"], case["memory"]
         checks.diagnose_projection_facts(seen["facts"], d)
-        seen = _observed(seen)
+        seen = returned(seen)
         module = attention_with(seen["weights"], d)
         _count(seen["outs"], 3, "mask")
         for mask, out, changed in zip(case["masks"], seen["outs"], seen["changed"], strict=True):
@@ -441,7 +430,7 @@ def cross_hidden(seed: int, got: object) -> None:
                 out[:, 1:],
                 f"{name}: the outputs at positions 1.. when only x[:, 0] changes",
             )
-    grads = _value(got["grads"])
+    grads = returned(got["grads"])
     checks.diagnose_gradients(grads["parameters"], "MultiHeadCrossAttention")
     _count(grads["inputs"], 2, "input")
     for grad, label in zip(grads["inputs"], ("x", "memory"), strict=True):

@@ -37,7 +37,7 @@ from course.b_attention.draws import (
     norm_visible_inputs,
     one_head_input,
 )
-from course.probing import by_cell, future_hidden
+from course.probing import attempt, by_cell, error_of, future_hidden
 from course.verify import student
 
 LAYER_WEIGHTS = tuple(f"self_attn.{p}" for p in PROJECTIONS) + (
@@ -73,22 +73,13 @@ def _after_facts(facts: dict, rest: Callable[[], dict]) -> dict:
     try:
         return {"facts": facts, **rest()}
     except Exception as error:  # noqa: BLE001 - a student's error is an observation
-        return {"facts": facts, "raised": f"{type(error).__name__}: {error}"[:500]}
+        return {"facts": facts, **error_of(error)}
 
 
 def _fresh(*tensors: torch.Tensor | None) -> list:
     """Copies of the inputs of one call, so that a call that modifies its inputs in place does
     not change those of the next (the judge compares with outputs on the inputs as drawn)."""
     return [None if t is None else t.clone() for t in tensors]
-
-
-def _attempt(compute: Callable[[], object]) -> dict:
-    """``{"value": compute()}``, or ``{"raised": ...}`` when it raises: a later part of a test
-    cell, observed on its own so that the judge reports the earlier parts first."""
-    try:
-        return {"value": compute()}
-    except Exception as error:  # noqa: BLE001 - a student's error is an observation
-        return {"raised": f"{type(error).__name__}: {error}"[:500]}
 
 
 def _leaves(inputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -105,7 +96,7 @@ def _gradients(
         (module(*inputs, *args) * upstream).sum().backward()
         return {"parameters": parameter_gradients(module), "inputs": [t.grad for t in inputs]}
 
-    return _attempt(compute)
+    return attempt(compute)
 
 
 # ---------------------------------------------------------------- items, by test cell
@@ -138,7 +129,7 @@ def sdpa_hidden(ns: dict, seed: int) -> object:
         "none": out_none,
         "zero": out_zero,
         "after": after,
-        "grads": _attempt(gradients),
+        "grads": attempt(gradients),
     }
 
 
@@ -223,7 +214,7 @@ def norm_hidden(ns: dict, seed: int) -> object:
         (norm(*leaves) * upstream).sum().backward()
         return [t.grad for t in leaves]
 
-    return {"cases": cases, "constant": constant, "grads": _attempt(gradients)}
+    return {"cases": cases, "constant": constant, "grads": attempt(gradients)}
 
 
 def _layer(module: nn.Module, x: torch.Tensor, masks: list | None) -> Callable[[], dict]:

@@ -8,20 +8,18 @@ student's classes; the judge recomputes what they should give from the weights o
 cache's inputs come from ``checks.readable_step_inputs`` and ``checks.sequence_inputs``, with
 sizes and seeds drawn here.
 
-Every call of the student's code is wrapped by :func:`_call`: an error is kept as
+Every call of the student's code is wrapped by :func:`course.probing.attempt`: an error is kept as
 ``{"error": ...}`` where the value would be, so that the judge fails the item at the check where
 the notebook's cell would have failed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 from torch import nn
 
 from course.e_pretraining import checks
-from course.probing import by_cell, integer
+from course.probing import attempt, by_cell, integer
 from course.verify import student
 
 VISIBLE_LENGTHS = [3, 1, 5, 4]  # the visible cells' batch of four sentences
@@ -31,14 +29,6 @@ MASK_CASE_SHAPE = (400, 256)
 MASK_LINE = 40_000
 VISIBLE_STEP = (2, 3, 5, 8)  # the visible cell's readable step: batch, heads, cached, width
 VISIBLE_SEQUENCE = (2, 3, 6, 8)  # and its sequence: batch, heads, length, width (seed 0)
-
-
-def _call(function: Callable, *args: object, **kwargs: object) -> object:
-    """``function(*args, **kwargs)``, or ``{"error": ...}`` when it raises."""
-    try:
-        return function(*args, **kwargs)
-    except Exception as error:  # noqa: BLE001 - a student's error is an observation
-        return {"error": f"{type(error).__name__}: {error}"[:500]}
 
 
 def _padded_batch(
@@ -183,13 +173,13 @@ def _runs(model: nn.Module, ids: torch.Tensor, lengths: torch.Tensor) -> dict:
     checks.record_forward saw on the batch, in the order the checks run them."""
     inputs = checks.classifier_inputs(ids, lengths, PAD)
     outputs: dict[str, object] = {}
-    _call(model.eval)
+    attempt(model.eval)
     with torch.no_grad():
-        outputs["batch"] = _call(model, *inputs["batch"])
-        seen = _call(checks.record_forward, model, ids, lengths)
+        outputs["batch"] = attempt(model, *inputs["batch"])
+        seen = attempt(checks.record_forward, model, ids, lengths)
         for key, args in inputs.items():
             if key != "batch":
-                outputs[key] = _call(model, *args)
+                outputs[key] = attempt(model, *args)
     return {"outputs": outputs, "seen": seen}
 
 
@@ -219,15 +209,17 @@ def _training_step(
 # ---------------------------------------------------------------- items, by test cell
 def last_token_visible(ns: dict, seed: int) -> object:
     lengths = torch.tensor(VISIBLE_LENGTHS)
-    return _call(student(ns, "last_token_states"), checks.position_states(4, 5, 6), lengths)
+    return attempt(student(ns, "last_token_states"), checks.position_states(4, 5, 6), lengths)
 
 
 def last_token_hidden(ns: dict, seed: int) -> object:
     pick = student(ns, "last_token_states")
     return [
         {
-            "positions": _call(pick, checks.position_states(len(lengths), length, width), lengths),
-            "random": _call(pick, hidden.clone(), lengths.clone()),
+            "positions": attempt(
+                pick, checks.position_states(len(lengths), length, width), lengths
+            ),
+            "random": attempt(pick, hidden.clone(), lengths.clone()),
         }
         for lengths, length, width, hidden in last_token_cases(seed)
     ]
@@ -251,8 +243,8 @@ def classifier_hidden(ns: dict, seed: int) -> object:
         model = _classifier(ns, *sizes)
         ids, lengths = case["ids"], case["lengths"]
         seen = {"head": checks.head_facts(model), **_runs(model, ids, lengths)}
-        seen["state"] = _call(_state, model)
-        seen["without_gradient"] = _call(_without_gradient, model, ids, lengths)
+        seen["state"] = attempt(_state, model)
+        seen["without_gradient"] = attempt(_without_gradient, model, ids, lengths)
         observed.append(seen)
     return observed
 
@@ -268,20 +260,20 @@ def freeze_visible(ns: dict, seed: int) -> object:
 
 def freeze_hidden(ns: dict, seed: int) -> object:
     freeze, count = student(ns, "freeze_base"), student(ns, "count_trainable_parameters")
-    observed: dict = {"counted": _call(count, checks.counting_example()), "cases": []}
+    observed: dict = {"counted": attempt(count, checks.counting_example()), "cases": []}
     for case in freeze_cases(seed):
         torch.manual_seed(case["torch_seed"])
         model = _classifier(ns, case["vocab"], case["width"], 2, case["n_classes"])
         seen = {
             "head": checks.head_facts(model),
             "shapes": {n: list(p.shape) for n, p in model.named_parameters()},
-            "count_before": _call(count, model),
-            "freeze": _call(freeze, model),
+            "count_before": attempt(count, model),
+            "freeze": attempt(freeze, model),
         }
-        seen["frozen"] = _call(checks.frozen_facts, model)
-        seen["count_after"] = _call(count, model)
+        seen["frozen"] = attempt(checks.frozen_facts, model)
+        seen["count_after"] = attempt(count, model)
         ids, lengths, labels = case["ids"], case["lengths"], case["labels"]
-        seen["step"] = _call(_training_step, model, ids, lengths, labels)
+        seen["step"] = attempt(_training_step, model, ids, lengths, labels)
         observed["cases"].append(seen)
     return observed
 
@@ -292,7 +284,7 @@ def mask_visible(ns: dict, seed: int) -> object:
     result = corrupt(ids, checks.MASK_ID, 1000, 0.15, torch.Generator().manual_seed(1))
     same_ids = checks.generator_input()  # one tensor for the four runs, as in the cell
     runs = [
-        _call(
+        attempt(
             corrupt, same_ids, 3, 500, 0.15, None if s is None else torch.Generator().manual_seed(s)
         )
         for s in checks.GENERATOR_SEEDS
@@ -306,17 +298,17 @@ def mask_hidden(ns: dict, seed: int) -> object:
     ids = checks.mask_tokens_input(vocab, ids_seed, MASK_SHAPE)
     generator = torch.Generator().manual_seed(generator_seed)
     observed: dict = {
-        "check": {"result": _call(corrupt, ids, checks.MASK_ID, vocab, 0.15, generator)}
+        "check": {"result": attempt(corrupt, ids, checks.MASK_ID, vocab, 0.15, generator)}
     }
     observed["check"]["ids"] = ids
     observed["cases"] = []
     for vocab, probability, ids, generator_seed in mask_cases(seed):
         generator = torch.Generator().manual_seed(generator_seed)
-        result = _call(corrupt, ids, 3, vocab, probability, generator)
+        result = attempt(corrupt, ids, 3, vocab, probability, generator)
         observed["cases"].append({"result": result, "ids": ids})
     vocab, ids, generator_seed = mask_line_case(seed)
     generator = torch.Generator().manual_seed(generator_seed)
-    observed["line"] = _call(corrupt, ids, 3, vocab, 0.15, generator)
+    observed["line"] = attempt(corrupt, ids, 3, vocab, 0.15, generator)
     return observed
 
 
@@ -324,8 +316,8 @@ def attention_step_visible(ns: dict, seed: int) -> object:
     step = student(ns, "attention_step")
     q, k, v = checks.sequence_inputs(*VISIBLE_SEQUENCE, seed=0)
     return {
-        "step": _call(step, *checks.readable_step_inputs(*VISIBLE_STEP, seed=0)),
-        "steps": _call(checks.step_through, step, q, k, v),
+        "step": attempt(step, *checks.readable_step_inputs(*VISIBLE_STEP, seed=0)),
+        "steps": attempt(checks.step_through, step, q, k, v),
     }
 
 
@@ -334,9 +326,9 @@ def attention_step_hidden(ns: dict, seed: int) -> object:
     sequences = []
     for batch, heads, length, width, case_seed in sequence_cases(seed):
         q, k, v = checks.sequence_inputs(batch, heads, length, width, case_seed, torch.float64)
-        sequences.append(_call(checks.step_through, step, q, k, v))
+        sequences.append(attempt(checks.step_through, step, q, k, v))
     return {
-        "steps": [_call(step, *checks.readable_step_inputs(*case)) for case in step_cases(seed)],
+        "steps": [attempt(step, *checks.readable_step_inputs(*case)) for case in step_cases(seed)],
         "sequences": sequences,
     }
 

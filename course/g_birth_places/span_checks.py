@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from course.data import load_wiki_lines
-from course.probing import integer
+from course.probing import integer, returned
 from course.testcells import check, expected_got, fail
 
 MASK = "\u2047"  # the double question mark that marks where the span was, and its end
@@ -252,14 +252,8 @@ def _check_length(name: str, output: str, block_size: int) -> None:
 
 
 # ---------------------------------------------------------------- many outputs
-def _returned(value: object, what: str) -> object:
-    if isinstance(value, dict) and set(value) == {"error"}:
-        fail(f"{SPAN_NAME} raised {value['error']} ({what})")
-    return value
-
-
 def _outputs(value: object, count: int, what: str) -> list:
-    value = _returned(value, what)
+    value = returned(value, SPAN_NAME, what)
     check(
         isinstance(value, list) and len(value) == count,
         f"not one output per call of {SPAN_NAME} ({what})",
@@ -357,7 +351,7 @@ def judge_span_corruption(observed: object, case: dict) -> None:
         f"{SPAN_NAME} gave the same {n} strings for two generator seeds: the draws must depend "
         "on the generator.",
     )
-    seen = _returned(observed.get("global"), "global seeds")
+    seen = returned(observed.get("global"), SPAN_NAME, "global seeds")
     check(isinstance(seen, dict), f"no observation of {SPAN_NAME} under global seeds")
     assert isinstance(seen, dict)
     runs = seen["runs"]

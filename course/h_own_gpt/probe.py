@@ -12,18 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from course.h_own_gpt import checks, recipe_checks, token_checks
-from course.probing import by_cell
+from course.probing import attempt, by_cell
 from course.verify import student
 
 
 def _each(observe: Callable, target: object, cases: list) -> list:
-    out = []
-    for case in cases:
-        try:
-            out.append(observe(target, case))
-        except Exception as error:  # noqa: BLE001 - a student's error is an observation
-            out.append({"error": f"{type(error).__name__}: {error}"[:500]})
-    return out
+    return [attempt(observe, target, case) for case in cases]
 
 
 def attention_visible(ns: dict, seed: int) -> object:

@@ -8,7 +8,8 @@
   returned, or ``{"error": ...}`` when it raised; the judge reads it back with
   ``judge.core.returned``.
 - **One seeded draw.** :func:`draw` is the generator of one group of cases, from the grader's
-  secret seed and the group's name; :func:`integer` draws one integer from it.
+  secret seed and the group's name (the function that draws; :func:`seed_of` gives the seed
+  itself, for ``torch.manual_seed``); :func:`integer` draws one integer from it.
 """
 
 from __future__ import annotations
@@ -52,9 +53,16 @@ def returned(observation: object, name: str = "the code", context: str = "") -> 
     return observation
 
 
-def draw(seed: int, group: str) -> torch.Generator:
-    """The generator of the cases of ``group`` (a name, e.g. ``"padding"``) under ``seed``."""
-    return torch.Generator().manual_seed(seed + zlib.crc32(group.encode()) % 100_003)
+def seed_of(seed: int, *key: object) -> int:
+    """The seed of one group of draws under the grader's ``seed``: ``key`` names the group (the
+    function that draws, and what it draws for: ``seed_of(seed, "layer_hidden", trial)``)."""
+    name = " ".join(str(part) for part in key)
+    return (seed + zlib.crc32(name.encode())) % 2**63
+
+
+def draw(seed: int, *key: object) -> torch.Generator:
+    """The generator of the group of draws ``key`` under ``seed`` (:func:`seed_of`)."""
+    return torch.Generator().manual_seed(seed_of(seed, *key))
 
 
 def integer(gen: torch.Generator, low: int, high: int) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from course.probing import future_hidden, integer
+from course.probing import draw, future_hidden, integer
 
 NEG_INF = float("-inf")
 
@@ -56,7 +56,7 @@ def attention_cases(seed: int) -> list[Inputs]:
 
     As in the hidden cell, a batch dimension of 1 and values of width 1 are among them.
     """
-    gen = torch.Generator().manual_seed(seed + 10)
+    gen = draw(seed, "attention_cases")
     cases: list[Inputs] = []
     for trial in range(6):
         lead = [(), (integer(gen, 1, 4),), (integer(gen, 1, 4), integer(gen, 1, 5))][trial % 3]
@@ -85,7 +85,7 @@ def attention_cases(seed: int) -> list[Inputs]:
 
 def attention_extras(seed: int) -> dict[str, list[torch.Tensor]]:
     """Inputs of the mask=None, in-place and gradient checks."""
-    gen = torch.Generator().manual_seed(seed + 11)
+    gen = draw(seed, "attention_extras")
     return {
         "plain": [torch.randn(2, 6, 8, generator=gen) for _ in range(3)],
         "grad": [torch.randn(2, 4, 8, generator=gen) for _ in range(4)],  # q, k, v, upstream
@@ -97,7 +97,7 @@ def head_cases(seed: int) -> list[dict]:
 
     As in the hidden cell, heads of width 1 and the smallest sizes are among them.
     """
-    gen = torch.Generator().manual_seed(seed + 20)
+    gen = draw(seed, "head_cases")
     cases = []
     for trial in range(6):
         b, length, nhead, width = (
@@ -123,7 +123,7 @@ def head_cases(seed: int) -> list[dict]:
 
 def one_head_input(seed: int) -> torch.Tensor:
     """The input split into one head."""
-    return torch.randn(2, 5, 6, generator=torch.Generator().manual_seed(seed + 21))
+    return torch.randn(2, 5, 6, generator=draw(seed, "one_head_input"))
 
 
 FORCED_MHSA = {0: (4, 1, 1), 2: (1, 3, 1), 4: (1, 1, 3)}  # trial: (nhead, width, batch)
@@ -135,7 +135,7 @@ def mhsa_cases(seed: int) -> list[dict]:
     As in the hidden cell, one head, heads of width 1 (d_model = 1 too) and a batch of 1 are
     among them.
     """
-    gen = torch.Generator().manual_seed(seed + 30)
+    gen = draw(seed, "mhsa_cases")
     cases = []
     for trial in range(5):
         nhead, width, batch = integer(gen, 1, 5), integer(gen, 1, 7), integer(gen, 1, 4)
@@ -166,7 +166,7 @@ NORM_SHAPES = [(3, 4), (2, 5, 4), (2, 3, 6, 4), (4, 7, 3), (2, 9, 16), (1, 1, 33
 
 def norm_cases(seed: int) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
     """(x, gamma, beta) for each shape: small D (where D - 1 is far from D) and larger ones."""
-    gen = torch.Generator().manual_seed(seed + 40)
+    gen = draw(seed, "norm_cases")
     cases = []
     for shape in NORM_SHAPES:
         x = 3 * torch.randn(*shape, generator=gen) + 1
@@ -180,7 +180,7 @@ NORM_EPS = (1e-5, 0.1)  # 1e-5 is left to the default
 
 def layer_cases(seed: int) -> list[dict]:
     """Random sizes, post-norm and pre-norm in turn (one head in both, as in the hidden cell)."""
-    gen = torch.Generator().manual_seed(seed + 50)
+    gen = draw(seed, "layer_cases")
     cases = []
     for trial in range(6):
         nhead, width = integer(gen, 1, 4), integer(gen, 2, 6)
@@ -206,7 +206,7 @@ def cross_cases(seed: int) -> list[dict]:
     """Random sizes (Lq = Lk, then Lq != Lk); masks: none, random floats, the last memory
     position blocked; for each mask, x with its first position changed. As in the hidden cell,
     one head, a batch of 1 and a memory longer than x are among them."""
-    gen = torch.Generator().manual_seed(seed + 60)
+    gen = draw(seed, "cross_cases")
     cases = []
     for trial in range(5):
         nhead, width, batch = integer(gen, 1, 5), integer(gen, 1, 7), integer(gen, 1, 4)

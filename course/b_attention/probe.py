@@ -37,7 +37,7 @@ from course.b_attention.draws import (
     norm_visible_inputs,
     one_head_input,
 )
-from course.probing import attempt, by_cell, error_of, future_hidden
+from course.probing import attempt, by_cell, draw, error_of, future_hidden, seed_of
 from course.verify import student
 
 LAYER_WEIGHTS = tuple(f"self_attn.{p}" for p in PROJECTIONS) + (
@@ -173,7 +173,7 @@ def mhsa_hidden(ns: dict, seed: int) -> object:
     attention = student(ns, "MultiHeadSelfAttention")
     cases = []
     for trial, case in enumerate(mhsa_cases(seed)):
-        torch.manual_seed(seed + 100 + trial)
+        torch.manual_seed(seed_of(seed, "mhsa_hidden", trial))
         module = attention(case["d_model"], case["nhead"]).eval()
 
         def rest(module: nn.Module = module, case: dict = case) -> dict:
@@ -187,9 +187,11 @@ def mhsa_hidden(ns: dict, seed: int) -> object:
             return {"probes": probes, "weights": weights, "outs": outs, "causal": [changed, again]}
 
         cases.append(_after_facts(projection_facts(module), rest))
-    torch.manual_seed(seed + 110)
+    torch.manual_seed(seed_of(seed, "mhsa_hidden gradients"))
     module = attention(12, 3)
-    x, upstream = gradient_inputs(seed + 111, (2, 6, 12), (2, 6, 12))
+    x, upstream = gradient_inputs(
+        seed_of(seed, "mhsa_hidden gradient inputs"), (2, 6, 12), (2, 6, 12)
+    )
     return {"cases": cases, "grads": _gradients(module, [x], upstream)}
 
 
@@ -207,7 +209,9 @@ def norm_hidden(ns: dict, seed: int) -> object:
             out = norm(*args) if eps == 1e-5 else norm(*args, eps)
             cases.append({"out": out, "x": args[0]})
     constant = norm(torch.full((2, 4), 3.0), torch.ones(4), torch.arange(4.0))
-    *inputs, upstream = gradient_inputs(seed + 41, (3, 5, 6), (6,), (6,), (3, 5, 6))
+    *inputs, upstream = gradient_inputs(
+        seed_of(seed, "norm_hidden gradient inputs"), (3, 5, 6), (6,), (6,), (3, 5, 6)
+    )
     leaves = _leaves(inputs)
 
     def gradients() -> list:
@@ -246,12 +250,12 @@ def layer_hidden(ns: dict, seed: int) -> object:
     layer = student(ns, "TransformerLayer")
     cases = []
     for trial, case in enumerate(layer_cases(seed)):
-        torch.manual_seed(seed + 200 + trial)
+        torch.manual_seed(seed_of(seed, "layer_hidden", trial))
         module = layer(
             case["d_model"], case["nhead"], case["d_ff"], norm_first=case["norm_first"]
         ).eval()
         facts = layer_facts(module)
-        noise = torch.Generator().manual_seed(seed + 210 + trial)
+        noise = draw(seed, "layer_hidden noise", trial)
         with torch.no_grad():  # random LayerNorm scales and shifts too
             for parameter in module.parameters():
                 parameter.add_(0.3 * torch.randn(parameter.shape, generator=noise))
@@ -259,9 +263,11 @@ def layer_hidden(ns: dict, seed: int) -> object:
         cases.append(_after_facts(facts, _layer(module, case["x"], masks)))
     grads = []
     for norm_first in (False, True):
-        torch.manual_seed(seed + 220 + norm_first)
+        torch.manual_seed(seed_of(seed, "layer_hidden gradients", norm_first))
         module = layer(12, 3, 24, norm_first=norm_first)
-        x, upstream = gradient_inputs(seed + 221 + norm_first, (2, 6, 12), (2, 6, 12))
+        x, upstream = gradient_inputs(
+            seed_of(seed, "layer_hidden gradient inputs", norm_first), (2, 6, 12), (2, 6, 12)
+        )
         grads.append(_gradients(module, [x], upstream, future_hidden(torch.zeros(6, 6))))
     return {"cases": cases, "grads": grads}
 
@@ -283,7 +289,7 @@ def cross_hidden(ns: dict, seed: int) -> object:
     cross = student(ns, "MultiHeadCrossAttention")
     cases = []
     for trial, case in enumerate(cross_cases(seed)):
-        torch.manual_seed(seed + 300 + trial)
+        torch.manual_seed(seed_of(seed, "cross_hidden", trial))
         module = cross(case["d_model"], case["nhead"]).eval()
 
         def rest(module: nn.Module = module, case: dict = case) -> dict:
@@ -297,9 +303,11 @@ def cross_hidden(ns: dict, seed: int) -> object:
             return {"weights": _weights(module, PROJECTIONS), "outs": outs, "changed": changed}
 
         cases.append(_after_facts(projection_facts(module), rest))
-    torch.manual_seed(seed + 310)
+    torch.manual_seed(seed_of(seed, "cross_hidden gradients"))
     module = cross(12, 3)
-    *inputs, upstream = gradient_inputs(seed + 311, (2, 4, 12), (2, 7, 12), (2, 4, 12))
+    *inputs, upstream = gradient_inputs(
+        seed_of(seed, "cross_hidden gradient inputs"), (2, 4, 12), (2, 7, 12), (2, 4, 12)
+    )
     return {"cases": cases, "grads": _gradients(module, _leaves(inputs), upstream)}
 
 

@@ -23,7 +23,7 @@ from course.d_language_model.checks import (
     previous_token_cases,
     run_model,
 )
-from course.probing import by_cell, future_hidden
+from course.probing import by_cell, draw, future_hidden, seed_of
 from course.verify import student
 
 VISIBLE_BATCHES = [(10, 3), (100, 7)]  # (n_tokens, seq_len) of the visible cell
@@ -39,7 +39,7 @@ WEIGHTS = ("embedding.", "transformer_encoder.", "decoder.")
 
 def batch_cases(seed: int) -> list[tuple[int, int, torch.Tensor]]:
     """(n_tokens, seq_len, random stream of ids): the edge cases, then random sizes."""
-    gen = torch.Generator().manual_seed(seed)
+    gen = draw(seed, "batch_cases")
     sizes = [(31, 5), (26, 5), (6, 5), (1000, 35)]  # 26 = 5 * 5 + 1: every token used
     for _ in range(4):
         n_tokens = int(torch.randint(12, 400, (1,), generator=gen))
@@ -49,13 +49,13 @@ def batch_cases(seed: int) -> list[tuple[int, int, torch.Tensor]]:
 
 def hidden_nlls(seed: int) -> list[float]:
     """Losses small and large, then random ones in [0, 10)."""
-    gen = torch.Generator().manual_seed(seed + 1)
+    gen = draw(seed, "hidden_nlls")
     return [0.5, 1.0, 3.25, 9.5, 12.0, *(torch.rand(4, generator=gen) * 10).tolist()]
 
 
 def model_cases(seed: int) -> list[dict]:
     """Sizes of the hidden models (as the hidden cell draws them), with their inputs ``src``."""
-    gen = torch.Generator().manual_seed(seed + 2)
+    gen = draw(seed, "model_cases")
     cases = []
     for trial, length in enumerate([1, 2, 9, 13, 20]):
         ntokens = int(torch.randint(5, 60, (1,), generator=gen))
@@ -93,7 +93,7 @@ def _random_weights(gen: torch.Generator, heads: int, length: int, causal: bool)
 
 def previous_token_random(seed: int) -> list[torch.Tensor]:
     """The hidden cell's random weights: 2 to 6 heads, 2 to 20 positions, causal or not."""
-    gen = torch.Generator().manual_seed(seed + 3)
+    gen = draw(seed, "previous_token_random")
     cases = []
     for trial in range(6):
         heads = int(torch.randint(2, 7, (1,), generator=gen))
@@ -105,7 +105,7 @@ def previous_token_random(seed: int) -> list[torch.Tensor]:
 def induction_random(seed: int) -> list[tuple[torch.Tensor, int]]:
     """The hidden cell's (weights, period): periods 2 to 8, lengths period + 1 to 3 * period
     (the first exactly two copies), causal or not."""
-    gen = torch.Generator().manual_seed(seed + 4)
+    gen = draw(seed, "induction_random")
     cases = []
     for trial in range(6):
         heads = int(torch.randint(2, 7, (1,), generator=gen))
@@ -210,7 +210,7 @@ def model_hidden(ns: dict, seed: int) -> object:
     with torch.random.fork_rng(devices=[]):
         for trial, case in enumerate(model_cases(seed)):
             sizes = {k: case[k] for k in ("ntokens", "d_model", "nhead", "d_hid", "nlayers")}
-            torch.manual_seed(seed + trial)
+            torch.manual_seed(seed_of(seed, "model_hidden", trial))
             model = build(**sizes, dropout=0.3)
             model.eval()
             src, length = case["src"], case["src"].size(1)

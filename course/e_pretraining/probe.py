@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from course.e_pretraining import checks
-from course.probing import attempt, by_cell, integer
+from course.probing import attempt, by_cell, draw, integer
 from course.verify import student
 
 VISIBLE_LENGTHS = [3, 1, 5, 4]  # the visible cells' batch of four sentences
@@ -45,7 +45,7 @@ def _padded_batch(
 # ---------------------------------------------------------------- inputs drawn from the seed
 def last_token_cases(seed: int) -> list[tuple[torch.Tensor, int, int, torch.Tensor]]:
     """(lengths, L, D, hidden float64 (B, L, D)) for six random batches, one row always full."""
-    gen = torch.Generator().manual_seed(seed)
+    gen = draw(seed, "last_token_cases")
     cases = []
     for _ in range(6):
         batch, length, width = integer(gen, 1, 9), integer(gen, 1, 30), integer(gen, 1, 20)
@@ -59,7 +59,7 @@ def last_token_cases(seed: int) -> list[tuple[torch.Tensor, int, int, torch.Tens
 def classifier_cases(seed: int) -> list[dict]:
     """Three classifiers: sizes (V > 2 d_model, so that no layer of the base has V features),
     the seed of their weights, and a right-padded batch (ids, lengths)."""
-    gen = torch.Generator().manual_seed(seed + 1)
+    gen = draw(seed, "classifier_cases")
     cases = []
     for n_classes in (2, 3, integer(gen, 2, 6)):
         heads = (2, 4)[integer(gen, 0, 2)]
@@ -83,7 +83,7 @@ def classifier_cases(seed: int) -> list[dict]:
 def freeze_cases(seed: int) -> list[dict]:
     """Two classifiers to freeze (V > 2 d_model), the seed of their weights, and a training
     step's batch (ids, lengths, labels)."""
-    gen = torch.Generator().manual_seed(seed + 2)
+    gen = draw(seed, "freeze_cases")
     cases = []
     for _ in range(2):
         width = 4 * integer(gen, 2, 7)  # 8 .. 24
@@ -106,14 +106,14 @@ def freeze_cases(seed: int) -> list[dict]:
 
 def mask_check_case(seed: int) -> tuple[int, int, int]:
     """(vocab_size, seed of the ids, seed of the generator) of the hidden statistical check."""
-    gen = torch.Generator().manual_seed(seed + 3)
+    gen = draw(seed, "mask_check_case")
     return integer(gen, 100, 2000), integer(gen, 0, 2**31 - 1), integer(gen, 0, 2**31 - 1)
 
 
 def mask_cases(seed: int) -> list[tuple[int, float, torch.Tensor, int]]:
     """(vocab_size, mlm_probability, ids, generator seed): a small vocabulary at 15%, a large
     one at another probability."""
-    gen = torch.Generator().manual_seed(seed + 4)
+    gen = draw(seed, "mask_cases")
     cases = []
     for low, high, probability in [(20, 100, 0.15), (1000, 10000, None)]:
         vocab = integer(gen, low, high)
@@ -126,7 +126,7 @@ def mask_cases(seed: int) -> list[tuple[int, float, torch.Tensor, int]]:
 
 def mask_line_case(seed: int) -> tuple[int, torch.Tensor, int]:
     """(vocab_size, ids (MASK_LINE,), generator seed): one long 1-D sequence."""
-    gen = torch.Generator().manual_seed(seed + 5)
+    gen = draw(seed, "mask_line_case")
     vocab = integer(gen, 50, 200)
     return vocab, torch.randint(4, vocab, (MASK_LINE,), generator=gen), integer(gen, 0, 2**31 - 1)
 
@@ -134,7 +134,7 @@ def mask_line_case(seed: int) -> tuple[int, torch.Tensor, int]:
 def step_cases(seed: int) -> list[tuple[int, int, int, int, int]]:
     """(batch, heads, cached, width, seed) of three readable steps (checks.readable_step_inputs):
     a cache of 1 to 9 positions, an empty cache (None), a cache of 1 to 19; width >= cached + 2."""
-    gen = torch.Generator().manual_seed(seed + 6)
+    gen = draw(seed, "step_cases")
     cases = []
     for low, high in [(1, 10), (0, 1), (1, 20)]:
         cached = integer(gen, low, high)
@@ -147,7 +147,7 @@ def step_cases(seed: int) -> list[tuple[int, int, int, int, int]]:
 
 def sequence_cases(seed: int) -> list[tuple[int, int, int, int, int]]:
     """(batch, heads, length, width, seed) of two float64 sequences fed one position at a time."""
-    gen = torch.Generator().manual_seed(seed + 7)
+    gen = draw(seed, "sequence_cases")
     return [
         (
             integer(gen, 1, 4),

@@ -5,8 +5,8 @@
   ``judge/<assignment>.py`` (the same name on both sides). :func:`by_cell` finds either side's
   functions from that table; nothing else names a grade_id.
 - **One observation of a call.** :func:`attempt` calls the student's code and gives what it
-  returned, or ``{"error": ...}`` when it raised; the judge reads it back with
-  ``judge.core.returned``.
+  returned, or ``{"error": ...}`` when it raised; wherever a verdict is decided (``judge/``, and
+  the judging checks of G and H) :func:`returned` reads it back.
 - **One seeded draw.** :func:`draw` is the generator of one group of cases, from the grader's
   secret seed and the group's name (the function that draws; :func:`seed_of` gives the seed
   itself, for ``torch.manual_seed``); :func:`integer` draws one integer from it.

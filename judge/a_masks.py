@@ -105,15 +105,3 @@ def rotary_hidden(seed: int, got: object) -> None:
         checks.diagnose_rotary(seen["out"], x, used)
         expected = reference_rotary(x, used).to(dtype)
         check_close(seen["out"], expected, f"apply_rotary(x of shape {shape})", atol=1e-4)
-
-
-JUDGES = {
-    "test_mask_visible": mask_visible,
-    "test_mask_hidden": mask_hidden,
-    "test_padding_visible": padding_visible,
-    "test_padding_hidden": padding_hidden,
-    "test_pe_visible": pe_visible,
-    "test_pe_hidden": pe_hidden,
-    "test_rotary_visible": rotary_visible,
-    "test_rotary_hidden": rotary_hidden,
-}

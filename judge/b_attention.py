@@ -13,8 +13,10 @@ import math
 import torch
 from torch import nn
 
-from course.b_attention import checks, probe
+from course.b_attention import checks, draws
+from course.probing import returned
 from course.testcells import check, check_against_reference, check_close, expected_got, fail
+from judge import core
 
 
 # ---------------------------------------------------------------- references and helpers
@@ -113,18 +115,6 @@ def layer_with(weights: dict, d_model: int, d_ff: int) -> nn.Module:
     return layer
 
 
-def _observed(got: dict) -> dict:
-    """A module's observation after its facts were checked: fails if the module then raised."""
-    if "raised" in got:
-        fail(f"the code raised {got['raised']}")
-    return got
-
-
-def _value(got: dict) -> object:
-    """A later part of a test cell, observed on its own: fails if the code raised there."""
-    return _observed(got)["value"]
-
-
 def _pair(got: dict) -> tuple | None:
     """The result of an attention call as the test cell saw it (a tuple), or a failure."""
     if "items" in got:
@@ -154,7 +144,7 @@ def _gradient_reaches(grad: object, message: str) -> None:
 
 # ---------------------------------------------------------------- scaled dot-product attention
 def sdpa_visible(seed: int, got: object) -> None:
-    cases = probe.attention_visible_inputs()
+    cases = draws.attention_visible_inputs()
     _count(got, len(cases), "call")
     (q, k, v, _), (_, _, _, causal), (qb, kb, vb, _) = cases
     out, weights = checks.diagnose_attention(_pair(got[0]), q, k, v)
@@ -168,7 +158,7 @@ def sdpa_visible(seed: int, got: object) -> None:
 
 def sdpa_hidden(seed: int, got: object) -> None:
     assert isinstance(got, dict)
-    cases = probe.attention_cases(seed)
+    cases = draws.attention_cases(seed)
     _count(got["cases"], len(cases), "case")
     for (q, k, v, mask), seen in zip(cases, got["cases"], strict=True):
         name = (
@@ -187,7 +177,7 @@ def sdpa_hidden(seed: int, got: object) -> None:
             wrong_w[checks.MASK_AFTER] = reference_attention(q, k, v, mask, mask_after=True)[1]
         check_against_reference(weights, ref_w, f"{name}: the weights", wrong_w, atol=1e-5)
         check_against_reference(out, ref_out, f"{name}: the output", atol=1e-5)
-    extras = probe.attention_extras(seed)
+    extras = draws.attention_extras(seed)
     check_close(got["none"], got["zero"], "the output with mask=None (should equal a zero mask)")
     _count(got["after"], 3, "input")
     check(
@@ -197,7 +187,7 @@ def sdpa_hidden(seed: int, got: object) -> None:
         ),
         "scaled_dot_product_attention modified its inputs in place.",
     )
-    grads = _value(got["grads"])
+    grads = returned(got["grads"])
     _count(grads, 3, "input")
     for grad, label in zip(grads, "qkv", strict=True):
         _gradient_reaches(
@@ -209,7 +199,7 @@ def sdpa_hidden(seed: int, got: object) -> None:
 # ---------------------------------------------------------------- heads
 def heads_visible(seed: int, got: object) -> None:
     assert isinstance(got, dict)
-    x, heads = probe.heads_visible_inputs()
+    x, heads = draws.heads_visible_inputs()
     split = checks.diagnose_split(got["split"], x, 2)
     check_close(split, reference_split(x, 2), "split_heads(x, 2)")
     merged = checks.diagnose_merge(got["merged"], heads)
@@ -218,7 +208,7 @@ def heads_visible(seed: int, got: object) -> None:
 
 def heads_hidden(seed: int, got: object) -> None:
     assert isinstance(got, dict)
-    cases = probe.head_cases(seed)
+    cases = draws.head_cases(seed)
     _count(got["cases"], len(cases), "case")
     for case, seen in zip(cases, got["cases"], strict=True):
         x, nhead, heads = case["x"], case["nhead"], case["heads"]
@@ -241,7 +231,7 @@ def heads_hidden(seed: int, got: object) -> None:
         check_close(
             seen["transposed"], reference_merge(case["transposed"]), "merge_heads(x.transpose)"
         )
-    x = probe.one_head_input(seed)
+    x = draws.one_head_input(seed)
     check_close(got["one_head"], x.unsqueeze(1), "split_heads(x, nhead=1)")
 
 
@@ -269,8 +259,8 @@ def without_out_proj(module, nhead, x, mask):
 def mhsa_visible(seed: int, got: object) -> None:
     assert isinstance(got, dict)
     checks.diagnose_projection_facts(got["facts"], 8)
-    got = _observed(got)
-    x = probe.module_visible_input(2, 5, 8, seed=1)
+    got = returned(got)
+    x = draws.module_visible_input(2, 5, 8, seed=1)
     checks.diagnose_output_projection_outputs(got["probes"], tuple(x.shape))
     reference = checks.torch_attention_like(attention_with(got["weights"], 8), nhead=2)
     with torch.no_grad():
@@ -280,12 +270,12 @@ def mhsa_visible(seed: int, got: object) -> None:
 
 def mhsa_hidden(seed: int, got: object) -> None:
     assert isinstance(got, dict)
-    cases = probe.mhsa_cases(seed)
+    cases = draws.mhsa_cases(seed)
     _count(got["cases"], len(cases), "case")
     for case, seen in zip(cases, got["cases"], strict=True):
         d, h, x = case["d_model"], case["nhead"], case["x"]
         checks.diagnose_projection_facts(seen["facts"], d)
-        seen = _observed(seen)
+        seen = returned(seen)
         checks.diagnose_output_projection_outputs(seen["probes"], tuple(x.shape))
         module = attention_with(seen["weights"], d)
         twin = checks.torch_attention_like(module, h)
@@ -307,12 +297,12 @@ def mhsa_hidden(seed: int, got: object) -> None:
             again[:, :-1],
             "outputs before the last position when only the last token changes (causal mask)",
         )
-    checks.diagnose_gradients(_value(got["grads"])["parameters"], "MultiHeadSelfAttention")
+    checks.diagnose_gradients(returned(got["grads"])["parameters"], "MultiHeadSelfAttention")
 
 
 # ---------------------------------------------------------------- layer normalisation
 def norm_visible(seed: int, got: object) -> None:
-    cases = probe.norm_visible_inputs()
+    cases = draws.norm_visible_inputs()
     _count(got, len(cases), "call")
     x = cases[0][0]
     y = checks.diagnose_layer_norm(got[0], x)
@@ -329,11 +319,11 @@ def norm_visible(seed: int, got: object) -> None:
 
 def norm_hidden(seed: int, got: object) -> None:
     assert isinstance(got, dict)
-    cases = probe.norm_cases(seed)
-    _count(got["cases"], len(cases) * len(probe.NORM_EPS), "case")
+    cases = draws.norm_cases(seed)
+    _count(got["cases"], len(cases) * len(draws.NORM_EPS), "case")
     seen = iter(got["cases"])
     for x, gamma, beta in cases:
-        for eps in probe.NORM_EPS:
+        for eps in draws.NORM_EPS:
             observed = next(seen)
             check_against_reference(
                 observed["out"],
@@ -353,7 +343,7 @@ def norm_hidden(seed: int, got: object) -> None:
         torch.arange(4.0).expand(2, 4),
         "layer_norm of a constant row (should be beta)",
     )
-    grads = _value(got["grads"])
+    grads = returned(got["grads"])
     _count(grads, 3, "input")
     for grad, label in zip(grads, ("x", "gamma", "beta"), strict=True):
         _gradient_reaches(grad, f"layer_norm: no finite, non-zero gradient reaches {label}.")
@@ -370,7 +360,7 @@ def _layer_output(
         case[key] for key in ("d_model", "nhead", "d_ff", "norm_first", "x")
     )
     checks.diagnose_layer_facts(seen["facts"], d, d_ff)
-    seen = _observed(seen)
+    seen = returned(seen)
     twin = checks.torch_layer_like(layer_with(seen["weights"], d, d_ff), h, d_ff, norm_first)
     _count(seen["outs"], len(masks), "mask")
     for mask, out in zip(masks, seen["outs"], strict=True):
@@ -383,7 +373,7 @@ def _layer_output(
 
 def layer_visible(seed: int, got: object) -> None:
     _count(got, 2, "arrangement")
-    x = probe.module_visible_input(2, 5, 8, seed=2)
+    x = draws.module_visible_input(2, 5, 8, seed=2)
     for norm_first, seen in zip((False, True), got, strict=True):
         case = {"d_model": 8, "nhead": 2, "d_ff": 16, "norm_first": norm_first, "x": x}
         _layer_output(seen, case, [None], f"TransformerLayer(8, 2, 16, norm_first={norm_first})(x)")
@@ -391,7 +381,7 @@ def layer_visible(seed: int, got: object) -> None:
 
 def layer_hidden(seed: int, got: object) -> None:
     assert isinstance(got, dict)
-    cases = probe.layer_cases(seed)
+    cases = draws.layer_cases(seed)
     _count(got["cases"], len(cases), "case")
     for case, seen in zip(cases, got["cases"], strict=True):
         x = case["x"]
@@ -399,11 +389,11 @@ def layer_hidden(seed: int, got: object) -> None:
             f"TransformerLayer(d_model={case['d_model']}, nhead={case['nhead']}, "
             f"d_ff={case['d_ff']}, norm_first={case['norm_first']}) on x {tuple(x.shape)}"
         )
-        _layer_output(seen, case, [None, probe.blocked_future(x.shape[1])], name)
+        _layer_output(seen, case, [None, core.future_mask(x.shape[1])], name)
     _count(got["grads"], 2, "arrangement")
     for norm_first, grads in zip((False, True), got["grads"], strict=True):
         checks.diagnose_gradients(
-            _value(grads)["parameters"], f"TransformerLayer(norm_first={norm_first})"
+            returned(grads)["parameters"], f"TransformerLayer(norm_first={norm_first})"
         )
 
 
@@ -411,21 +401,21 @@ def layer_hidden(seed: int, got: object) -> None:
 def cross_visible(seed: int, got: object) -> None:
     assert isinstance(got, dict)
     checks.diagnose_projection_facts(got["facts"], 8)
-    got = _observed(got)
-    x = probe.module_visible_input(2, 3, 8, seed=5)
-    memory = probe.module_visible_input(2, 5, 8, seed=6)
+    got = returned(got)
+    x = draws.module_visible_input(2, 3, 8, seed=5)
+    memory = draws.module_visible_input(2, 5, 8, seed=6)
     with torch.no_grad():
         checks.check_cross_attention(got["out"], attention_with(got["weights"], 8), 2, x, memory)
 
 
 def cross_hidden(seed: int, got: object) -> None:
     assert isinstance(got, dict)
-    cases = probe.cross_cases(seed)
+    cases = draws.cross_cases(seed)
     _count(got["cases"], len(cases), "case")
     for case, seen in zip(cases, got["cases"], strict=True):
         d, h, x, memory = case["d_model"], case["nhead"], case["x"], case["memory"]
         checks.diagnose_projection_facts(seen["facts"], d)
-        seen = _observed(seen)
+        seen = returned(seen)
         module = attention_with(seen["weights"], d)
         _count(seen["outs"], 3, "mask")
         for mask, out, changed in zip(case["masks"], seen["outs"], seen["changed"], strict=True):
@@ -440,26 +430,10 @@ def cross_hidden(seed: int, got: object) -> None:
                 out[:, 1:],
                 f"{name}: the outputs at positions 1.. when only x[:, 0] changes",
             )
-    grads = _value(got["grads"])
+    grads = returned(got["grads"])
     checks.diagnose_gradients(grads["parameters"], "MultiHeadCrossAttention")
     _count(grads["inputs"], 2, "input")
     for grad, label in zip(grads["inputs"], ("x", "memory"), strict=True):
         _gradient_reaches(
             grad, f"MultiHeadCrossAttention: no finite, non-zero gradient reaches {label}."
         )
-
-
-JUDGES = {
-    "test_sdpa_visible": sdpa_visible,
-    "test_sdpa_hidden": sdpa_hidden,
-    "test_heads_visible": heads_visible,
-    "test_heads_hidden": heads_hidden,
-    "test_mhsa_visible": mhsa_visible,
-    "test_mhsa_hidden": mhsa_hidden,
-    "test_layernorm_visible": norm_visible,
-    "test_layernorm_hidden": norm_hidden,
-    "test_layer_visible": layer_visible,
-    "test_layer_hidden": layer_hidden,
-    "test_cross_visible": cross_visible,
-    "test_cross_hidden": cross_hidden,
-}

@@ -351,17 +351,3 @@ def kv_cache_hidden(seed: int, got: object) -> None:
         f"kv_cache_bytes{huge}",
         checks.cache_mistakes(*huge, 2, heads=[NHEAD]),
     )
-
-
-JUDGES = {
-    "test_embedding_visible": embedding_visible,
-    "test_embedding_hidden": embedding_hidden,
-    "test_layer_visible": layer_visible,
-    "test_layer_hidden": layer_hidden,
-    "test_base_visible": base_visible,
-    "test_base_hidden": base_hidden,
-    "test_head_visible": head_visible,
-    "test_head_hidden": head_hidden,
-    "test_kv_cache_visible": kv_cache_visible,
-    "test_kv_cache_hidden": kv_cache_hidden,
-}

@@ -9,6 +9,8 @@ from collections.abc import Callable
 
 import torch
 
+from course.probing import by_cell
+
 # Observations larger than this are refused (a submission could write a huge file).
 MAX_BYTES = 256 * 2**20
 
@@ -39,12 +41,21 @@ def load(path: str) -> dict:
 
 
 def verdicts(assignment: str, seed: int, observations: dict) -> dict[str, str | None]:
-    """One verdict per test cell: None when it passes, else the reason it fails."""
-    judges: dict[str, Judge] = importlib.import_module(f"judge.{assignment}").JUDGES
+    """One verdict per test cell: None when it passes, else the reason it fails.
+
+    The test cells are those of the probe's table (``course.<assignment>.probe.CELLS``); each is
+    judged by the function of ``judge/<assignment>.py`` that the table names."""
+    cells = importlib.import_module(f"course.{assignment}.probe").CELLS
+    judges: dict[str, Judge] = by_cell(cells, vars(importlib.import_module(f"judge.{assignment}")))
     result: dict[str, str | None] = {}
     for cell, judge in judges.items():
         result[cell] = _verdict(judge, seed, observations.get(cell, _MISSING))
     return result
+
+
+def future_mask(length: int) -> torch.Tensor:
+    """The reference additive causal mask (L, L): 0.0 on and below the diagonal, -inf above."""
+    return torch.triu(torch.full((length, length), float("-inf")), diagonal=1)
 
 
 _MISSING = {"error": "not observed (the verification did not run to this item)"}

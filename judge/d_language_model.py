@@ -28,6 +28,7 @@ from course.testcells import (
     fail,
     same_values,
 )
+from judge import core
 
 # How close the rebuilt encoder and decoder must come to the student's on the same vectors.
 REBUILT_ATOL = REBUILT_RTOL = 1e-4
@@ -287,7 +288,7 @@ def model_hidden(seed: int, got: object) -> None:
     for case, seen in zip(cases, models, strict=True):
         src, x = case["src"], case["encoder_input"]
         length = src.size(1)
-        mask = probe.future_mask(length)
+        mask = core.future_mask(length)
         weight = check_tensor(seen["state"].get("embedding.weight"), "the embedding's weight")
         encoder = rebuilt_encoder(seen, case["nhead"], x, mask)
         decoder = rebuilt_decoder(seen, x)
@@ -416,17 +417,3 @@ def induction_hidden(seed: int, got: object) -> None:
             rtol=1e-5,
         )
     checks.diagnose_induction_values(got["patterns"], *probe.HIDDEN_INDUCTION)
-
-
-JUDGES = {
-    "test_batches_visible": batches_visible,
-    "test_batches_hidden": batches_hidden,
-    "test_perplexity_visible": perplexity_visible,
-    "test_perplexity_hidden": perplexity_hidden,
-    "test_model_visible": model_visible,
-    "test_model_hidden": model_hidden,
-    "test_previous_token_visible": previous_visible,
-    "test_previous_token_hidden": previous_hidden,
-    "test_induction_visible": induction_visible,
-    "test_induction_hidden": induction_hidden,
-}

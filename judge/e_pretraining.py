@@ -14,16 +14,11 @@ import torch
 from torch import nn
 
 from course.e_pretraining import checks, probe
-from course.testcells import check, check_against_reference, check_number, check_tensor, fail
+from course.probing import returned
+from course.testcells import check, check_against_reference, check_number, check_tensor
+from judge import core
 
 IGNORE = checks.IGNORE
-
-
-def returned(value: object, name: str) -> object:
-    """``value``, or a failure when the call that should have produced it raised."""
-    if isinstance(value, dict) and set(value) == {"error"}:
-        fail(f"{name} raised {value['error']}")
-    return value
 
 
 def one_per_case(got: object, cases: list) -> list:
@@ -33,11 +28,6 @@ def one_per_case(got: object, cases: list) -> list:
 
 
 # ---------------------------------------------------------------- the given model, recomputed
-def future_mask(length: int) -> torch.Tensor:
-    """The given causal mask (L, L): 0.0 on and below the diagonal, -inf above."""
-    return torch.triu(torch.full((length, length), float("-inf")), diagonal=1)
-
-
 def position_table(width: int, max_len: int = 5000) -> torch.Tensor:
     """The given sinusoidal table (max_len, D), computed as the given PositionalEncoding does."""
     position = torch.arange(max_len).unsqueeze(1)  # (max_len, 1)
@@ -132,7 +122,7 @@ def classifier_hidden(seed: int, got: object) -> None:
             return nn.functional.linear(x, state["lm.decoder.weight"], state.get("lm.decoder.bias"))
 
         length = ids.size(1)
-        causal = reference_states(state, width, case["heads"], ids, future_mask(length))
+        causal = reference_states(state, width, case["heads"], ids, core.future_mask(length))
         without_mask = reference_states(state, width, case["heads"], ids, None)
         rows = torch.arange(ids.size(0))
         check_against_reference(
@@ -324,17 +314,3 @@ def attention_step_hidden(seed: int, got: object) -> None:
             f"dh={width})",
             mistakes=mistakes,
         )
-
-
-JUDGES = {
-    "test_last_token_visible": last_token_visible,
-    "test_last_token_hidden": last_token_hidden,
-    "test_classifier_visible": classifier_visible,
-    "test_classifier_hidden": classifier_hidden,
-    "test_freeze_visible": freeze_visible,
-    "test_freeze_hidden": freeze_hidden,
-    "test_mask_tokens_visible": mask_visible,
-    "test_mask_tokens_hidden": mask_hidden,
-    "test_attention_step_visible": attention_step_visible,
-    "test_attention_step_hidden": attention_step_hidden,
-}

@@ -185,19 +185,3 @@ def flops_hidden(seed: int, got: object) -> None:
                 ),
             },
         )
-
-
-JUDGES = {
-    "test_copy_visible": copy_visible,
-    "test_copy_hidden": copy_hidden,
-    "test_average_visible": average_visible,
-    "test_average_hidden": average_hidden,
-    "test_noisy_visible": noisy_visible,
-    "test_noisy_hidden": noisy_hidden,
-    "test_two_heads_visible": two_heads_visible,
-    "test_two_heads_hidden": two_heads_hidden,
-    "test_kqv_visible": kqv_visible,
-    "test_kqv_hidden": kqv_hidden,
-    "test_flops_visible": flops_visible,
-    "test_flops_hidden": flops_hidden,
-}

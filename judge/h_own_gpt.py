@@ -185,21 +185,3 @@ def bpe_visible(seed: int, got: object) -> None:
 def bpe_hidden(seed: int, got: object) -> None:
     cases = token_checks.bpe_cases(seed)
     token_checks.judge_bpe(got, cases, merges, BPE_MISTAKES, tuples=False)
-
-
-JUDGES = {
-    "test_attention_visible": attention_visible,
-    "test_attention_hidden": attention_hidden,
-    "test_block_visible": block_visible,
-    "test_block_hidden": block_hidden,
-    "test_gpt_visible": gpt_visible,
-    "test_gpt_hidden": gpt_hidden,
-    "test_groups_visible": groups_visible,
-    "test_groups_hidden": groups_hidden,
-    "test_lr_visible": lr_visible,
-    "test_lr_hidden": lr_hidden,
-    "test_sample_visible": sample_visible,
-    "test_sample_hidden": sample_hidden,
-    "test_bpe_visible": bpe_visible,
-    "test_bpe_hidden": bpe_hidden,
-}

@@ -7,7 +7,9 @@
 - the judge (``judge/``) never imports the grader or nbgrader, and no file of ``course/`` or
   ``judge/`` names ``grader`` in an import, even one inside a function;
 - ``grader/`` has no import cycle, and every import made inside a function says why in a
-  comment; no module of ``grader/`` or ``judge/`` is over 500 lines, no function over 60;
+  comment; no module of ``course/``, ``grader/`` or ``judge/`` is over 500 lines, no function
+  over 60 (but a listed few of ``course/``);
+- each test cell is declared once, in its probe's table ``CELLS``;
 - ``course/`` has one subpackage per assignment, mirroring ``source/`` and ``demo/``;
 - no module of ``course/`` defines a graded function or class, under its name or under the
   names its copies once had there.
@@ -156,15 +158,35 @@ def test_the_kernel_side_and_the_judge_never_name_the_grader(side: str) -> None:
         assert not named, f"{path.relative_to(REPO)} imports {named}"
 
 
+# Functions of course/ over 60 lines, still to split (a new one fails the test below).
+LONG_COURSE_FUNCTIONS = {
+    "course/a_masks/checks.py": {"diagnose_causal_mask", "_rotary_mistakes"},
+    "course/b_attention/attention_checks.py": {"diagnose_attention"},
+    "course/b_attention/projection_checks.py": {"check_cross_attention"},
+    "course/d_language_model/checks.py": {"diagnose_lm_batches"},
+    "course/e_pretraining/kv_cache_checks.py": {"_diagnose_step_weights"},
+    "course/e_pretraining/masking_checks.py": {"diagnose_mask_result"},
+    "course/f_attention_exploration/checks.py": {"diagnose_read_out"},
+    "course/g_birth_places/finetune.py": {"train_steps"},
+    "course/g_birth_places/span_checks.py": {"pieces"},
+    "course/plots.py": {"mask_heatmap"},
+    "course/training.py": {"train_lm"},
+}
+
+
 def test_modules_and_functions_stay_short() -> None:
-    """No module of grader/ or judge/ over 500 lines; no function over 60 (a screen)."""
-    for path in sorted([*(REPO / "grader").glob("*.py"), *(REPO / "judge").glob("*.py")]):
-        text = path.read_text()
-        assert len(text.splitlines()) <= 500, f"{path.relative_to(REPO)} is over 500 lines"
+    """No module of course/, grader/ or judge/ over 500 lines; no function over 60 (a screen),
+    but the few of course/ listed above."""
+    paths = [*(REPO / "course").rglob("*.py"), *(REPO / "grader").glob("*.py")]
+    for path in sorted([*paths, *(REPO / "judge").glob("*.py")]):
+        text, name = path.read_text(), str(path.relative_to(REPO))
+        assert len(text.splitlines()) <= 500, f"{name} is over 500 lines"
+        allowed = LONG_COURSE_FUNCTIONS.get(name, set())
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 length = node.end_lineno - node.lineno + 1
-                assert length <= 60, f"{path.relative_to(REPO)}: {node.name} has {length} lines"
+                too_long = length > 60 and node.name not in allowed
+                assert not too_long, f"{name}: {node.name} has {length} lines"
 
 
 def test_one_package_per_assignment_mirrors_source_and_demo() -> None:
@@ -208,3 +230,21 @@ def test_no_graded_answer_is_defined_in_the_package(path) -> None:
     }
     leaked = defined & (graded_names() | FORMER_COPIES)
     assert not leaked, f"{path.relative_to(REPO)} defines {leaked}: graded answers"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_each_test_cell_is_declared_once(assignment: str) -> None:
+    """The probe's table ``CELLS`` names every test cell's function on both sides; no other file
+    of the assignment's kernel side or judge names a grade_id (the notebook aside)."""
+    import importlib
+
+    from course.probing import by_cell
+
+    probe = importlib.import_module(f"course.{assignment}.probe")
+    judged = by_cell(probe.CELLS, vars(importlib.import_module(f"judge.{assignment}")))
+    assert set(judged) == set(probe.ITEMS) == set(probe.CELLS)
+    for path in [*(REPO / "course" / assignment).glob("*.py"), REPO / "judge" / f"{assignment}.py"]:
+        text = path.read_text()
+        for cell in probe.CELLS:
+            expected = 1 if path.name == "probe.py" else 0
+            assert text.count(f'"{cell}"') == expected, f"{path.relative_to(REPO)} names {cell}"

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from course import verify
-from course.h_own_gpt import checks, experiment, recipe_checks, token_checks
+from course.h_own_gpt import checks, experiment, probe, recipe_checks, token_checks
 from judge import core
 from judge import h_own_gpt as judge
 from tests.conftest import REPO
@@ -56,7 +56,7 @@ def with_code(code: str) -> dict:
 
 @pytest.mark.parametrize("seed", [0, 5, 123])
 def test_the_reference_passes_every_item(seed: int) -> None:
-    assert verdicts(reference(), seed) == {name: None for name in judge.JUDGES}
+    assert verdicts(reference(), seed) == {name: None for name in probe.CELLS}
 
 
 def test_the_notebooks_test_cells_pass_on_the_reference() -> None:

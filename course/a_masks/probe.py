@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from course.a_masks.checks import storage_sizes
+from course.probing import by_cell, draw
 from course.verify import student
 
 VISIBLE_LENGTHS = ([3, 1, 4], 4)
@@ -16,13 +17,13 @@ VISIBLE_LENGTHS = ([3, 1, 4], 4)
 
 def mask_sizes(seed: int) -> list[int]:
     """Sizes of the causal masks asked for: the edge cases, then random ones."""
-    gen = torch.Generator().manual_seed(seed)
+    gen = draw(seed, "mask_sizes")
     return [1, 2, 5, *torch.randint(6, 40, (3,), generator=gen).tolist()]
 
 
 def padding_cases(seed: int) -> list[tuple[list[int], int]]:
     """(lengths, max_len) pairs: empty, full and partial sequences, then random batches."""
-    gen = torch.Generator().manual_seed(seed + 1)
+    gen = draw(seed, "padding_cases")
     cases = [([0, 6, 2], 6)]
     for _ in range(5):
         batch = int(torch.randint(1, 9, (1,), generator=gen))
@@ -33,7 +34,7 @@ def padding_cases(seed: int) -> list[tuple[list[int], int]]:
 
 def encoding_cases(seed: int) -> list[tuple[int, int, int]]:
     """(d_model, max_len, length) triples: small widths, then random even ones."""
-    gen = torch.Generator().manual_seed(seed + 2)
+    gen = draw(seed, "encoding_cases")
     cases = []
     for width in [2, 6, *(2 * torch.randint(4, 40, (2,), generator=gen)).tolist()]:
         max_len = int(torch.randint(20, 200, (1,), generator=gen))
@@ -43,7 +44,7 @@ def encoding_cases(seed: int) -> list[tuple[int, int, int]]:
 
 def encoding_input(seed: int, width: int, length: int) -> torch.Tensor:
     """The batch (3, length, width) that the module adds its table to."""
-    gen = torch.Generator().manual_seed(seed + width * 1000 + length)
+    gen = draw(seed, "encoding_input", width, length)
     return torch.randn(3, length, width, generator=gen)
 
 
@@ -56,7 +57,7 @@ def rotary_cases(seed: int) -> list[tuple[list[int], float | None, torch.dtype]]
     d = 2, L = 1, batch and head dimensions, another base, the default base (None: not passed),
     float64: what the hidden test cell tries.
     """
-    gen = torch.Generator().manual_seed(seed + 3)
+    gen = draw(seed, "rotary_cases")
     long = torch.randint(8, 41, (2,), generator=gen).tolist()
     return [
         ([int(torch.randint(2, 9, (1,), generator=gen)), 2], 10000.0, torch.float32),
@@ -69,7 +70,7 @@ def rotary_cases(seed: int) -> list[tuple[list[int], float | None, torch.dtype]]
 
 def rotary_input(seed: int, index: int, shape: list[int], dtype: torch.dtype) -> torch.Tensor:
     """The input of hidden call number ``index``."""
-    gen = torch.Generator().manual_seed(seed + 100 + index)
+    gen = draw(seed, "rotary_input", index)
     return torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
 
 
@@ -137,13 +138,16 @@ def rotary_hidden(ns: dict, seed: int) -> object:
     return seen
 
 
-ITEMS = {
-    "test_mask_visible": mask_visible,
-    "test_mask_hidden": mask_hidden,
-    "test_padding_visible": padding_visible,
-    "test_padding_hidden": padding_hidden,
-    "test_pe_visible": pe_visible,
-    "test_pe_hidden": pe_hidden,
-    "test_rotary_visible": rotary_visible,
-    "test_rotary_hidden": rotary_hidden,
+# The test cells, each declared once: grade_id -> the function that observes it here and
+# judges it in judge/a_masks.py (course.probing).
+CELLS = {
+    "test_mask_visible": "mask_visible",
+    "test_mask_hidden": "mask_hidden",
+    "test_padding_visible": "padding_visible",
+    "test_padding_hidden": "padding_hidden",
+    "test_pe_visible": "pe_visible",
+    "test_pe_hidden": "pe_hidden",
+    "test_rotary_visible": "rotary_visible",
+    "test_rotary_hidden": "rotary_hidden",
 }
+ITEMS = by_cell(CELLS, globals())

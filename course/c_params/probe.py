@@ -15,6 +15,7 @@ from collections.abc import Callable
 import torch
 
 from course.c_params.checks import call_quickly, heads_of
+from course.probing import by_cell, draw
 from course.verify import student
 
 # The sizes the visible cells try (the example's configuration and a small module).
@@ -25,10 +26,6 @@ VISIBLE_HEAD = [(200, 2), (200, 50001), (7, 5)]
 # kv_cache_bytes: a small cache in float32 (bytes_per_value=4 given by name), then GPT-2 small's
 # full context for one sequence with the default (float16).
 VISIBLE_KV = [((3, 8, 5, 7), 4), ((12, 768, 1024, 1), None)]
-
-
-def _generator(seed: int, offset: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed + offset)
 
 
 def _int(gen: torch.Generator, low: int, high: int) -> int:
@@ -43,13 +40,13 @@ def _apart(d_model: int, d_hid: int) -> int:
 
 def embedding_sizes(seed: int) -> list[tuple[int, int]]:
     """(ntokens, d_model) pairs of the hidden test, each in [1, 300)."""
-    gen = _generator(seed, 0)
+    gen = draw(seed, "embedding_sizes")
     return [(_int(gen, 1, 300), _int(gen, 1, 300)) for _ in range(6)]
 
 
 def layer_sizes(seed: int) -> list[tuple[int, int, int]]:
     """(d_model, nhead, d_hid): 1 to 8 heads, d_model a multiple of nhead, d_hid apart."""
-    gen = _generator(seed, 1)
+    gen = draw(seed, "layer_sizes")
     sizes = []
     for _ in range(8):
         nhead = _int(gen, 1, 9)
@@ -60,7 +57,7 @@ def layer_sizes(seed: int) -> list[tuple[int, int, int]]:
 
 def base_sizes(seed: int) -> list[tuple[int, int, int, int, int]]:
     """(ntokens, d_model, nhead, d_hid, nlayers) of the hidden test of count_base."""
-    gen = _generator(seed, 2)
+    gen = draw(seed, "base_sizes")
     sizes = []
     for _ in range(6):
         nhead = _int(gen, 1, 9)
@@ -72,7 +69,7 @@ def base_sizes(seed: int) -> list[tuple[int, int, int, int, int]]:
 
 def head_sizes(seed: int) -> list[tuple[int, int]]:
     """(d_model, n_out) pairs in [1, 300), never equal."""
-    gen = _generator(seed, 3)
+    gen = draw(seed, "head_sizes")
     sizes = []
     for _ in range(6):
         d_model, n_out = _int(gen, 1, 300), _int(gen, 1, 300)
@@ -82,19 +79,19 @@ def head_sizes(seed: int) -> list[tuple[int, int]]:
 
 def layer_heads_sizes(seed: int) -> tuple[int, int]:
     """(d_model, d_hid) of the every-number-of-heads check: d_model a multiple of 24."""
-    gen = _generator(seed, 4)
+    gen = draw(seed, "layer_heads_sizes")
     return 24 * _int(gen, 1, 5), _int(gen, 1, 65)
 
 
 def base_heads_sizes(seed: int) -> tuple[int, int, int, int]:
     """(ntokens, d_model, d_hid, nlayers) of count_base's every-number-of-heads check."""
-    gen = _generator(seed, 5)
+    gen = draw(seed, "base_heads_sizes")
     return _int(gen, 1, 200), 24 * _int(gen, 1, 5), _int(gen, 1, 65), _int(gen, 2, 5)
 
 
 def huge_sizes(seed: int) -> dict[str, tuple[int, ...]]:
     """Sizes far too large to build, one tuple per function (at most the notebook's)."""
-    gen = _generator(seed, 6)
+    gen = draw(seed, "huge_sizes")
 
     def scaled(power: int) -> int:  # 2 to 10 times 10**power
         return _int(gen, 2, 11) * 10**power
@@ -121,7 +118,7 @@ def kv_sizes(seed: int) -> list[tuple[tuple[int, int, int, int], int | None, int
     positions and 16 sequences; bytes_per_value is None (the default, float16, not passed) in
     every other trial, else 1, 4 or 8, passed by name as the notebook does.
     """
-    gen = _generator(seed, 7)
+    gen = draw(seed, "kv_sizes")
     trials = []
     for trial in range(8):
         nhead = (1, 2, 4, 8, 12, 16)[_int(gen, 0, 6)]
@@ -135,7 +132,7 @@ def kv_sizes(seed: int) -> list[tuple[tuple[int, int, int, int], int | None, int
 def kv_huge_sizes(seed: int) -> tuple[int, int, int, int]:
     """(nlayers, d_model, seq_len, batch) of a cache no memory holds, at most the notebook's
     (100, 10**5, 10**6, 10**4)."""
-    gen = _generator(seed, 8)
+    gen = draw(seed, "kv_huge_sizes")
     return (
         _int(gen, 10, 101),
         _int(gen, 1, 11) * 10**4,
@@ -239,15 +236,18 @@ def kv_cache_hidden(ns: dict, seed: int) -> object:
     return {"trials": trials, "huge": count_of(huge)}
 
 
-ITEMS = {
-    "test_embedding_visible": embedding_visible,
-    "test_embedding_hidden": embedding_hidden,
-    "test_layer_visible": layer_visible,
-    "test_layer_hidden": layer_hidden,
-    "test_base_visible": base_visible,
-    "test_base_hidden": base_hidden,
-    "test_head_visible": head_visible,
-    "test_head_hidden": head_hidden,
-    "test_kv_cache_visible": kv_cache_visible,
-    "test_kv_cache_hidden": kv_cache_hidden,
+# The test cells, each declared once: grade_id -> the function that observes it here and
+# judges it in judge/c_params.py (course.probing).
+CELLS = {
+    "test_embedding_visible": "embedding_visible",
+    "test_embedding_hidden": "embedding_hidden",
+    "test_layer_visible": "layer_visible",
+    "test_layer_hidden": "layer_hidden",
+    "test_base_visible": "base_visible",
+    "test_base_hidden": "base_hidden",
+    "test_head_visible": "head_visible",
+    "test_head_hidden": "head_hidden",
+    "test_kv_cache_visible": "kv_cache_visible",
+    "test_kv_cache_hidden": "kv_cache_hidden",
 }
+ITEMS = by_cell(CELLS, globals())

@@ -23,6 +23,7 @@ from course.d_language_model.checks import (
     previous_token_cases,
     run_model,
 )
+from course.probing import by_cell, draw, future_hidden, seed_of
 from course.verify import student
 
 VISIBLE_BATCHES = [(10, 3), (100, 7)]  # (n_tokens, seq_len) of the visible cell
@@ -36,15 +37,9 @@ VISIBLE_INDUCTION_UNIFORM = (8, 3)  # length, period of the visible cell's unifo
 WEIGHTS = ("embedding.", "transformer_encoder.", "decoder.")
 
 
-def future_mask(length: int) -> torch.Tensor:
-    """The (L, L) float mask of the notebook's given cell (0 on and below the diagonal, -inf
-    above), taken from torch."""
-    return nn.Transformer.generate_square_subsequent_mask(length)
-
-
 def batch_cases(seed: int) -> list[tuple[int, int, torch.Tensor]]:
     """(n_tokens, seq_len, random stream of ids): the edge cases, then random sizes."""
-    gen = torch.Generator().manual_seed(seed)
+    gen = draw(seed, "batch_cases")
     sizes = [(31, 5), (26, 5), (6, 5), (1000, 35)]  # 26 = 5 * 5 + 1: every token used
     for _ in range(4):
         n_tokens = int(torch.randint(12, 400, (1,), generator=gen))
@@ -54,13 +49,13 @@ def batch_cases(seed: int) -> list[tuple[int, int, torch.Tensor]]:
 
 def hidden_nlls(seed: int) -> list[float]:
     """Losses small and large, then random ones in [0, 10)."""
-    gen = torch.Generator().manual_seed(seed + 1)
+    gen = draw(seed, "hidden_nlls")
     return [0.5, 1.0, 3.25, 9.5, 12.0, *(torch.rand(4, generator=gen) * 10).tolist()]
 
 
 def model_cases(seed: int) -> list[dict]:
     """Sizes of the hidden models (as the hidden cell draws them), with their inputs ``src``."""
-    gen = torch.Generator().manual_seed(seed + 2)
+    gen = draw(seed, "model_cases")
     cases = []
     for trial, length in enumerate([1, 2, 9, 13, 20]):
         ntokens = int(torch.randint(5, 60, (1,), generator=gen))
@@ -92,13 +87,13 @@ def _random_weights(gen: torch.Generator, heads: int, length: int, causal: bool)
     """Attention weights (H, L, L): the softmax of random scores, causal or not."""
     scores = 3 * torch.randn(heads, length, length, generator=gen)
     if causal:
-        scores = scores + future_mask(length)
+        scores = future_hidden(scores)
     return torch.softmax(scores, dim=-1)
 
 
 def previous_token_random(seed: int) -> list[torch.Tensor]:
     """The hidden cell's random weights: 2 to 6 heads, 2 to 20 positions, causal or not."""
-    gen = torch.Generator().manual_seed(seed + 3)
+    gen = draw(seed, "previous_token_random")
     cases = []
     for trial in range(6):
         heads = int(torch.randint(2, 7, (1,), generator=gen))
@@ -110,7 +105,7 @@ def previous_token_random(seed: int) -> list[torch.Tensor]:
 def induction_random(seed: int) -> list[tuple[torch.Tensor, int]]:
     """The hidden cell's (weights, period): periods 2 to 8, lengths period + 1 to 3 * period
     (the first exactly two copies), causal or not."""
-    gen = torch.Generator().manual_seed(seed + 4)
+    gen = draw(seed, "induction_random")
     cases = []
     for trial in range(6):
         heads = int(torch.randint(2, 7, (1,), generator=gen))
@@ -180,7 +175,7 @@ def model_visible(ns: dict, seed: int) -> object:
         torch.manual_seed(0)
         model = student(ns, "TransformerModel")(**sizes, dropout=0.1)
         src = torch.randint(0, sizes["ntokens"], (3, 7))
-    mask = future_mask(7)
+    mask = future_hidden(torch.zeros(7, 7))
     masked = run_model(model, src, mask)
     unmasked = run_model(model, src, None)
     changed = [run_model(model, other, mask) for other in causality_inputs(src, 30)]
@@ -188,7 +183,9 @@ def model_visible(ns: dict, seed: int) -> object:
     calls: list[int] = []
     hook = model.pos_encoder.register_forward_hook(lambda mod, args, out: calls.append(1))
     try:
-        repeated = run_model(model, torch.full((1, 6), 5, dtype=torch.long), future_mask(6))
+        repeated = run_model(
+            model, torch.full((1, 6), 5, dtype=torch.long), future_hidden(torch.zeros(6, 6))
+        )
     finally:
         hook.remove()
 
@@ -213,11 +210,11 @@ def model_hidden(ns: dict, seed: int) -> object:
     with torch.random.fork_rng(devices=[]):
         for trial, case in enumerate(model_cases(seed)):
             sizes = {k: case[k] for k in ("ntokens", "d_model", "nhead", "d_hid", "nlayers")}
-            torch.manual_seed(seed + trial)
+            torch.manual_seed(seed_of(seed, "model_hidden", trial))
             model = build(**sizes, dropout=0.3)
             model.eval()
             src, length = case["src"], case["src"].size(1)
-            mask = future_mask(length)
+            mask = future_hidden(torch.zeros(length, length))
             state = model.state_dict()
             seen = {
                 "state": {k: v for k, v in state.items() if k.startswith(WEIGHTS)},
@@ -275,15 +272,18 @@ def induction_hidden(ns: dict, seed: int) -> object:
     }
 
 
-ITEMS = {
-    "test_batches_visible": batches_visible,
-    "test_batches_hidden": batches_hidden,
-    "test_perplexity_visible": perplexity_visible,
-    "test_perplexity_hidden": perplexity_hidden,
-    "test_model_visible": model_visible,
-    "test_model_hidden": model_hidden,
-    "test_previous_token_visible": previous_visible,
-    "test_previous_token_hidden": previous_hidden,
-    "test_induction_visible": induction_visible,
-    "test_induction_hidden": induction_hidden,
+# The test cells, each declared once: grade_id -> the function that observes it here and
+# judges it in judge/d_language_model.py (course.probing).
+CELLS = {
+    "test_batches_visible": "batches_visible",
+    "test_batches_hidden": "batches_hidden",
+    "test_perplexity_visible": "perplexity_visible",
+    "test_perplexity_hidden": "perplexity_hidden",
+    "test_model_visible": "model_visible",
+    "test_model_hidden": "model_hidden",
+    "test_previous_token_visible": "previous_visible",
+    "test_previous_token_hidden": "previous_hidden",
+    "test_induction_visible": "induction_visible",
+    "test_induction_hidden": "induction_hidden",
 }
+ITEMS = by_cell(CELLS, globals())

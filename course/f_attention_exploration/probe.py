@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 import torch
 
 from course.f_attention_exploration.experiments import random_orthonormal
+from course.probing import by_cell, draw, seed_of
 from course.verify import student
 
 # (generator seed of the visible cell, wanted indices): the visible cells' examples.
@@ -45,7 +46,7 @@ def _basis(gen: torch.Generator, fewest: int) -> tuple[torch.Tensor, torch.Tenso
 
 def copy_cases(seed: int) -> list[tuple[torch.Tensor, torch.Tensor, int]]:
     """(keys, values, j): 6 random bases, j the first, the last and a random position."""
-    gen = torch.Generator().manual_seed(seed)
+    gen = draw(seed, "copy_cases")
     cases = []
     for _ in range(6):
         keys, values = _basis(gen, 2)
@@ -57,7 +58,7 @@ def copy_cases(seed: int) -> list[tuple[torch.Tensor, torch.Tensor, int]]:
 
 def average_cases(seed: int) -> list[tuple[torch.Tensor, torch.Tensor, list[int]]]:
     """(keys, values, [a, b]): 6 random bases, each pair in both orders."""
-    gen = torch.Generator().manual_seed(seed + 1)
+    gen = draw(seed, "average_cases")
     cases = []
     for _ in range(6):
         keys, values = _basis(gen, 3)
@@ -68,29 +69,29 @@ def average_cases(seed: int) -> list[tuple[torch.Tensor, torch.Tensor, list[int]
 
 def noisy_cases(seed: int) -> list[tuple[torch.Tensor, torch.Tensor, int, int, int]]:
     """(means, values, a, b, noise seed): 4 random bases and pairs."""
-    gen = torch.Generator().manual_seed(seed + 2)
+    gen = draw(seed, "noisy_cases")
     cases = []
     for trial in range(4):
         means, values = _basis(gen, 3)
         a, b = torch.randperm(means.shape[0], generator=gen)[:2].tolist()
-        cases.append((means, values, a, b, seed + trial))
+        cases.append((means, values, a, b, seed_of(seed, "noisy_cases", trial)))
     return cases
 
 
 def two_heads_cases(seed: int) -> list[tuple[torch.Tensor, torch.Tensor, int, int, int]]:
     """(means, values, a, b, noise seed): 4 random bases and pairs, key a stretched."""
-    gen = torch.Generator().manual_seed(seed + 3)
+    gen = draw(seed, "two_heads_cases")
     cases = []
     for trial in range(4):
         means, values = _basis(gen, 3)
         a, b = torch.randperm(means.shape[0], generator=gen)[:2].tolist()
-        cases.append((means, values, a, b, seed + 100 + trial))
+        cases.append((means, values, a, b, seed_of(seed, "two_heads_cases", trial)))
     return cases
 
 
 def kqv_cases(seed: int) -> list[torch.Tensor]:
     """Rows u_a, u_b, u_c, u_d: 6 random orthogonal sets, d from 8 to 64, beta from 5 to 20."""
-    gen = torch.Generator().manual_seed(seed + 4)
+    gen = draw(seed, "kqv_cases")
     cases = []
     for _ in range(6):
         d = int(torch.randint(8, 65, (1,), generator=gen))
@@ -101,7 +102,7 @@ def kqv_cases(seed: int) -> list[torch.Tensor]:
 
 def flops_cases(seed: int) -> list[tuple[int, int, int]]:
     """(M, N, k): 5 random lengths M != N from 1 to 200, widths from 1 to 1024."""
-    gen = torch.Generator().manual_seed(seed + 5)
+    gen = draw(seed, "flops_cases")
     cases = []
     for _ in range(5):
         m, n = torch.randperm(200, generator=gen)[:2].add(1).tolist()
@@ -201,17 +202,20 @@ def flops_hidden(ns: dict, seed: int) -> object:
     return [_plain(flops(m, n, k)) for m, n, k in flops_cases(seed)]
 
 
-ITEMS = {
-    "test_copy_visible": copy_visible,
-    "test_copy_hidden": copy_hidden,
-    "test_average_visible": average_visible,
-    "test_average_hidden": average_hidden,
-    "test_noisy_visible": noisy_visible,
-    "test_noisy_hidden": noisy_hidden,
-    "test_two_heads_visible": two_heads_visible,
-    "test_two_heads_hidden": two_heads_hidden,
-    "test_kqv_visible": kqv_visible,
-    "test_kqv_hidden": kqv_hidden,
-    "test_flops_visible": flops_visible,
-    "test_flops_hidden": flops_hidden,
+# The test cells, each declared once: grade_id -> the function that observes it here and
+# judges it in judge/f_attention_exploration.py (course.probing).
+CELLS = {
+    "test_copy_visible": "copy_visible",
+    "test_copy_hidden": "copy_hidden",
+    "test_average_visible": "average_visible",
+    "test_average_hidden": "average_hidden",
+    "test_noisy_visible": "noisy_visible",
+    "test_noisy_hidden": "noisy_hidden",
+    "test_two_heads_visible": "two_heads_visible",
+    "test_two_heads_hidden": "two_heads_hidden",
+    "test_kqv_visible": "kqv_visible",
+    "test_kqv_hidden": "kqv_hidden",
+    "test_flops_visible": "flops_visible",
+    "test_flops_hidden": "flops_hidden",
 }
+ITEMS = by_cell(CELLS, globals())

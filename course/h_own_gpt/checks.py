@@ -24,7 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course.testcells import check, check_against_reference, check_close, expected_got, fail
+from course.probing import integer, returned
+from course.testcells import check, check_against_reference, check_close, expected_got
 
 # ---------------------------------------------------------------- the mistakes, named
 NO_MASK = (
@@ -64,9 +65,6 @@ LOSS_SHIFTED = (
 
 
 # ---------------------------------------------------------------- inputs drawn from a seed
-def _randint(gen: torch.Generator, low: int, high: int) -> int:
-    """A random integer in [low, high] (inclusive)."""
-    return int(torch.randint(low, high + 1, (1,), generator=gen))
 
 
 def attention_cases(seed: int, hidden: bool) -> list[dict]:
@@ -76,18 +74,18 @@ def attention_cases(seed: int, hidden: bool) -> list[dict]:
         return [{"d_model": 8, "nhead": 2, "block_size": 8, "dropout": 0.0, "seed": 0, "x": x}]
     gen = torch.Generator().manual_seed(seed)
     cases = []
-    for nhead, dropout in ((1, 0.0), (_randint(gen, 2, 4), 0.0), (_randint(gen, 2, 4), 0.3)):
-        d = nhead * _randint(gen, 2, 6)
-        block = _randint(gen, 4, 12)
-        length = block if len(cases) == 1 else _randint(gen, 2, block - 1)
-        x = torch.randn(_randint(gen, 1, 3), length, d, generator=gen)
+    for nhead, dropout in ((1, 0.0), (integer(gen, 2, 5), 0.0), (integer(gen, 2, 5), 0.3)):
+        d = nhead * integer(gen, 2, 7)
+        block = integer(gen, 4, 13)
+        length = block if len(cases) == 1 else integer(gen, 2, block)
+        x = torch.randn(integer(gen, 1, 4), length, d, generator=gen)
         cases.append(
             {
                 "d_model": d,
                 "nhead": nhead,
                 "block_size": block,
                 "dropout": dropout,
-                "seed": _randint(gen, 0, 10_000),
+                "seed": integer(gen, 0, 10_001),
                 "x": x,
             }
         )
@@ -100,21 +98,21 @@ def gpt_cases(seed: int, hidden: bool) -> list[dict]:
     sizes = [(11, 8, 2, 0, 6), (13, 8, 2, 2, 6)]
     if hidden:
         sizes = []
-        for nlayers in (0, _randint(gen, 1, 3)):
-            nhead = _randint(gen, 1, 3)
+        for nlayers in (0, integer(gen, 1, 4)):
+            nhead = integer(gen, 1, 4)
             sizes.append(
                 (
-                    _randint(gen, 5, 40),
-                    nhead * _randint(gen, 2, 5),
+                    integer(gen, 5, 41),
+                    nhead * integer(gen, 2, 6),
                     nhead,
                     nlayers,
-                    _randint(gen, 4, 10),
+                    integer(gen, 4, 11),
                 )
             )
     cases = []
     for vocab, d, nhead, nlayers, block in sizes:
-        length = _randint(gen, 2, block) if hidden else block - 1
-        batch = _randint(gen, 1, 3) if hidden else 2
+        length = integer(gen, 2, block + 1) if hidden else block - 1
+        batch = integer(gen, 1, 4) if hidden else 2
         cases.append(
             {
                 "vocab_size": vocab,
@@ -122,7 +120,7 @@ def gpt_cases(seed: int, hidden: bool) -> list[dict]:
                 "nhead": nhead,
                 "nlayers": nlayers,
                 "block_size": block,
-                "seed": _randint(gen, 0, 10_000),
+                "seed": integer(gen, 0, 10_001),
                 "idx": torch.randint(vocab, (batch, length), generator=gen),
                 "targets": torch.randint(vocab, (batch, length), generator=gen),
             }
@@ -276,8 +274,7 @@ def _mlp(weights: dict, x: torch.Tensor, act: Callable[[torch.Tensor], torch.Ten
 
 # ---------------------------------------------------------------- judging the observations
 def _returned(got: object, name: str) -> dict:
-    if isinstance(got, dict) and set(got) == {"error"}:
-        fail(f"{name} raised {got['error']}")
+    got = returned(got, name)
     check(isinstance(got, dict), f"no observation of {name}")
     assert isinstance(got, dict)
     return got

@@ -18,6 +18,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from course.probing import returned
 from course.testcells import check, expected_got, fail
 
 # ---------------------------------------------------------------- the mistakes, named
@@ -94,12 +95,6 @@ STRING_REPLACE = (
 )
 
 
-def _returned(value: object, name: str) -> object:
-    if isinstance(value, dict) and set(value) == {"error"}:
-        fail(f"{name} raised {value['error']}")
-    return value
-
-
 # ================================================================ optimizer_groups
 class GroupModel(nn.Module):
     """A small model with every kind of parameter: embeddings (one tied to a head), a norm,
@@ -169,7 +164,7 @@ def observe_groups(optimizer_groups: Callable, case: dict) -> object:
 def judge_groups(got: object, case: dict) -> None:
     """Two groups; every parameter once; decay exactly the parameters of 2 or more dims."""
     name = f"optimizer_groups(model, weight_decay={case['weight_decay']})"
-    got = _returned(got, name)
+    got = returned(got, name)
     check(
         isinstance(got, dict) and "groups" in got,
         f"{name} should return a list of 2 dicts; got {got}",
@@ -260,7 +255,7 @@ def _lr_name(case: dict) -> str:
 
 
 def _numbers(got: object, n: int, name: str) -> list[float]:
-    got = _returned(got, name)
+    got = returned(got, name)
     check(
         isinstance(got, list) and len(got) == n,
         f"{name}: not one value per step",

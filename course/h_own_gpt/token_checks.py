@@ -18,6 +18,7 @@ from collections.abc import Callable
 import torch
 
 from course.h_own_gpt import recipe_checks as named
+from course.probing import returned
 from course.testcells import check, expected_got, fail
 
 DRAWS = 4000  # rows per call: each case's frequencies come from this many draws
@@ -149,7 +150,7 @@ def judge_sampling(
 ) -> None:
     """The draws of one case against the probabilities the contract gives (and the mistakes')."""
     name = _name(case)
-    got = named._returned(got, name)
+    got = returned(got, name)
     assert isinstance(got, dict)
     draws = got["draws"]
     check(
@@ -225,7 +226,7 @@ def observe_bpe(bpe_merges: Callable, cases: list) -> list:
 
 
 def _pairs(value: object, name: str, tuples: bool) -> list[tuple[str, str]]:
-    value = named._returned(value, name)
+    value = returned(value, name)
     kinds = (tuple,) if tuples else (tuple, list)
     check(
         isinstance(value, (list, tuple))

@@ -1,0 +1,81 @@
+"""What every assignment's probe shares (``course/<assignment>/probe.py``, :mod:`course.verify`).
+
+- **One table of test cells.** Each probe declares its graded test cells once, in ``CELLS``:
+  grade_id -> the name of the function that observes that cell in the probe and judges it in
+  ``judge/<assignment>.py`` (the same name on both sides). :func:`by_cell` finds either side's
+  functions from that table; nothing else names a grade_id.
+- **One observation of a call.** :func:`attempt` calls the student's code and gives what it
+  returned, or ``{"error": ...}`` when it raised; wherever a verdict is decided (``judge/``, and
+  the judging checks of G and H) :func:`returned` reads it back.
+- **One seeded draw.** :func:`draw` is the generator of one group of cases, from the grader's
+  secret seed and the group's name (the function that draws; :func:`seed_of` gives the seed
+  itself, for ``torch.manual_seed``); :func:`integer` draws one integer from it.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+
+import torch
+
+from course.testcells import fail
+
+Observation = object  # what a call returned (portable), or {"error": message}
+
+
+def by_cell(cells: dict[str, str], functions: dict[str, object]) -> dict[str, Callable]:
+    """grade_id -> the function of ``functions`` (a module's namespace) that ``cells`` names."""
+    missing = sorted(name for name in cells.values() if not callable(functions.get(name)))
+    if missing:
+        raise LookupError(f"no function {', '.join(missing)} for the test cells")
+    return {cell: functions[name] for cell, name in cells.items()}
+
+
+def error_of(error: BaseException) -> dict[str, str]:
+    """The observation of a call that raised ``error``."""
+    return {"error": f"{type(error).__name__}: {error}"[:500]}
+
+
+def attempt(function: Callable, *args: object, **kwargs: object) -> Observation:
+    """``function(*args, **kwargs)``, or ``{"error": ...}`` when it raises."""
+    try:
+        return function(*args, **kwargs)
+    except Exception as error:  # noqa: BLE001 - a student's error is an observation
+        return error_of(error)
+
+
+def returned(observation: object, name: str = "the code", context: str = "") -> object:
+    """What a call returned, as :func:`attempt` observed it; a failure that names ``name`` (and
+    ``context``) when the call raised. The judge reads every observation of a call with this."""
+    if isinstance(observation, dict) and isinstance(observation.get("error"), str):
+        fail(f"{name} raised {observation['error']}" + (f" ({context})" if context else ""))
+    return observation
+
+
+def seed_of(seed: int, *key: object) -> int:
+    """The seed of one group of draws under the grader's ``seed``: ``key`` names the group (the
+    function that draws, and what it draws for: ``seed_of(seed, "layer_hidden", trial)``)."""
+    name = " ".join(str(part) for part in key)
+    return (seed + zlib.crc32(name.encode())) % 2**63
+
+
+def draw(seed: int, *key: object) -> torch.Generator:
+    """The generator of the group of draws ``key`` under ``seed`` (:func:`seed_of`)."""
+    return torch.Generator().manual_seed(seed_of(seed, *key))
+
+
+def integer(gen: torch.Generator, low: int, high: int) -> int:
+    """One integer in [low, high) drawn from ``gen``."""
+    return int(torch.randint(low, high, (1,), generator=gen))
+
+
+def future_hidden(scores: torch.Tensor) -> torch.Tensor:
+    """``scores`` with -inf above the diagonal of its last two dimensions.
+
+    The probes build the additive causal masks they pass as ``future_hidden(torch.zeros(L, L))``:
+    this takes a tensor, not a length, so that no function of the package gives assignment A's
+    graded mask (``tests/test_no_answer_importable.py``).
+    """
+    future = torch.ones(scores.shape[-2:], dtype=torch.bool).triu(1)
+    return scores.masked_fill(future, float("-inf"))

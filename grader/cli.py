@@ -92,6 +92,9 @@ def run(args: argparse.Namespace) -> int:
     """Carry out one parsed command; return its exit code."""
     # The sub-commands load nbgrader (several seconds on a busy machine): imported here, once a
     # command is chosen, so that `course --help` and a mistyped command answer at once.
+    from grader.nbgrader_main import skip_slow_imports
+
+    skip_slow_imports()  # a second of CPU less to load nbgrader (grader/nbgrader_main.py)
     from grader import check, demo, pipeline, submission
 
     if args.command == "check":

@@ -60,6 +60,9 @@ STAGES = [
 ]
 
 
+ORIGINALS: list = []  # the pipeline's functions before install() wrapped them
+
+
 class Timer:
     """Per-student stage times, filled by wrappers around the pipeline's functions."""
 
@@ -74,14 +77,18 @@ class Timer:
 
 
 def install(timer: Timer) -> None:
-    """Wrap the pipeline's stages with timers (this process only)."""
-    run, judge_notebooks, examine, merge = (
-        nbgrader_run.run,
-        verification.judge_notebooks,
-        grading.examine,
-        grading.merge,
-    )
-    scratch_course = scratch.scratch_course
+    """Wrap the pipeline's stages with timers (this process only; again: a fresh timer)."""
+    if not ORIGINALS:
+        ORIGINALS.extend(
+            [
+                nbgrader_run.run,
+                verification.judge_notebooks,
+                grading.examine,
+                grading.merge,
+                scratch.scratch_course,
+            ]
+        )
+    run, judge_notebooks, examine, merge, scratch_course = ORIGINALS
 
     def timed_run(job, student, folder, seed):  # noqa: ANN001, ANN202
         start = time.time()
@@ -237,16 +244,71 @@ def load() -> str:
     return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def as_before(enabled: bool) -> None:
+    """Grade with nbgrader's command line as it was before the speed-ups (``python -m nbgrader``,
+    the kernel stopped gracefully) when ``enabled``; as now otherwise."""
+    if not hasattr(as_before, "command"):
+        as_before.command = nbgrader_run.command
+
+    def before(job, student, scratch, seed):  # noqa: ANN001, ANN202
+        line = as_before.command(job, student, scratch, seed)
+        line = [part for part in line if part != "--Execute.shutdown_kernel=immediate"]
+        return [("nbgrader" if part == "grader.nbgrader_main" else part) for part in line]
+
+    nbgrader_run.command = before if enabled else as_before.command
+
+
+def grade_class(root: Path, args: argparse.Namespace, students: list[str], label: str) -> None:
+    """Grade ``students`` once (a fresh timer) and print the breakdown."""
+    timer = Timer()
+    install(timer)
+    n = len(students)
+    print(f"\n== {label}: {args.assignment}, {n} submissions, --jobs {args.jobs}")
+    print(f"before: {load()}")
+    sampler = CpuSampler()
+    sampler.start()
+    start = time.perf_counter()
+    results = pipeline.autograde(
+        root, args.assignment, jobs=args.jobs, students=students,
+        unsafe_no_sandbox=args.unsafe_no_sandbox,
+    )  # fmt: skip
+    wall = time.perf_counter() - start
+    cpu = sampler.total() / n
+    print(f"after:  {load()}")
+    failed = [g.student for g in results if not g.ok]
+    if failed:
+        raise SystemExit(f"not graded: {failed}")
+    per = [breakdown(timer, s) for s in students]
+    worker = sum(g.seconds for g in results) / n
+    print(
+        f"wall {wall:.1f} s for {n}: {wall / n:.2f} s per submission at --jobs {args.jobs}"
+        f" ({worker:.2f} s per submission per worker in nbgrader); CPU of the processes "
+        f"grading started (nbgrader, kernels, judge), sampled: {cpu:.2f} s per submission"
+    )
+    print(f"{'stage':<14} {'s/submission':>12} {'share':>6}  what")
+    total = sum(statistics.mean(p.get(k, 0.0) for p in per) for k, _ in STAGES)
+    for key, what in STAGES:
+        mean = statistics.mean(p.get(key, 0.0) for p in per)
+        print(f"{key:<14} {mean:12.2f} {mean / total:6.0%}  {what}")
+    print(f"{'sum':<14} {total:12.2f}         (one worker's time per submission)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--assignment", default="a_masks")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--students", default="representative", help="representative or all")
     parser.add_argument("--unsafe-no-sandbox", action="store_true")
+    parser.add_argument(
+        "--compare",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="grade the class ROUNDS times each with nbgrader's command line as before the "
+        "speed-ups and as now, alternating",
+    )
     args = parser.parse_args()
     use_this_python()
-    timer = Timer()
-    install(timer)
     with tempfile.TemporaryDirectory(prefix="course-stages-") as tmp:
         root = Path(tmp)
         for name in ("nbgrader_config.py", "reference_runs.json"):
@@ -257,38 +319,17 @@ def main() -> None:
         students = demo.build_class(root, args.assignment)
         if args.students != "all":
             students = demo.representative(root, args.assignment, students)
-        n = len(students)
-        print(f"{args.assignment}: {n} submissions, --jobs {args.jobs}, {os.cpu_count()} cores")
-        print(f"before: {load()}")
-        sampler = CpuSampler()
-        sampler.start()
-        start = time.perf_counter()
-        results = pipeline.autograde(
-            root,
-            args.assignment,
-            jobs=args.jobs,
-            students=students,
-            unsafe_no_sandbox=args.unsafe_no_sandbox,
-        )
-        wall = time.perf_counter() - start
-        cpu = sampler.total() / len(students)
-        print(f"after:  {load()}")
-        failed = [g.student for g in results if not g.ok]
-        if failed:
-            raise SystemExit(f"not graded: {failed}")
-        per = [breakdown(timer, s) for s in students]
-        worker = sum(g.seconds for g in results) / n
-        print(
-            f"\nwall {wall:.1f} s for {n}: {wall / n:.2f} s per submission at --jobs {args.jobs}"
-            f" ({worker:.2f} s per submission per worker in nbgrader); CPU of the processes "
-            f"grading started (nbgrader, kernels, judge), sampled: {cpu:.2f} s per submission\n"
-        )
-        print(f"{'stage':<14} {'s/submission':>12} {'share':>6}  what")
-        total = sum(statistics.mean(p.get(k, 0.0) for p in per) for k, _ in STAGES)
-        for key, what in STAGES:
-            mean = statistics.mean(p.get(key, 0.0) for p in per)
-            print(f"{key:<14} {mean:12.2f} {mean / total:6.0%}  {what}")
-        print(f"{'sum':<14} {total:12.2f}         (one worker's time per submission)")
+        print(f"{os.cpu_count()} cores; wall-clock seconds unless said otherwise")
+        if not args.compare:
+            grade_class(root, args, students, "now")
+        for round_ in range(args.compare):
+            order = (True, False) if round_ % 2 == 0 else (False, True)
+            for before in order:
+                as_before(before)
+                grade_class(
+                    root, args, students, f"round {round_ + 1}, {'before' if before else 'now'}"
+                )
+        as_before(False)
         print(f"\nprobes, alone ({load()}):")
         bwrap = sandbox.sandbox_command(["true"], tmp, tmp, [], [])
         print(f"  bwrap ... true:                        {probe_seconds(bwrap):5.2f} s")

@@ -22,7 +22,7 @@ from grader.paths import CourseError, require_assignment
 from grader.submission import fill, read_description, reference_code
 
 REFERENCE, BLANK = "reference", "blank"
-MISTAKES = 3  # named mistakes per assignment in the representative class (`course demo`)
+MISTAKES = 2  # named mistakes per assignment in the representative class (`course demo`)
 
 
 def descriptions(root: Path, assignment: str) -> dict[str, dict]:

@@ -18,8 +18,8 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)  ## install the course into .venv
 
-demo: setup  ## release, build the demo class, autograde it in parallel, feedback, grade table
-	$(BIN)/course demo --jobs $(JOBS)
+demo: setup  ## release, build the demo class, autograde it in parallel, feedback, grade table (ALL=1: every demo student)
+	$(BIN)/course demo --jobs $(JOBS) $(if $(ALL),--all,)
 
 lint: setup  ## ruff lint and format check
 	$(BIN)/ruff check .
@@ -42,5 +42,6 @@ release: setup  ## regenerate release/ from source/
 benchmark: setup  ## seconds per submission, sequential vs parallel autograding
 	$(BIN)/python benchmarks/autograde_speed.py --jobs $(JOBS)
 
-clean:  ## remove what grading wrote (keeps .venv)
-	rm -rf submitted autograded feedback gradebook.db grades.csv
+clean:  ## remove what grading wrote (keeps .venv and autograded/README.md)
+	rm -rf submitted feedback gradebook.db grades.csv grading_report.csv
+	find autograded -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +

@@ -5,7 +5,8 @@ course autograde ASSIGNMENT [--jobs N]   grade submitted/*/ASSIGNMENT, N student
    [--scheduler ADDRESS | --cluster local:N]   ... or on a Dask cluster, one task per student
 course feedback ASSIGNMENT               feedback HTML without hidden tests
 course grades [--csv PATH]               grade table (student x notebook) and CSV
-course demo [ASSIGNMENT...] [--jobs N]   release, demo class, autograde, feedback, grades
+course demo [ASSIGNMENT...] [--jobs N] [--all]   release, the demo class (representative;
+                                         --all: every demo student), autograde, feedback, grades
 course check NOTEBOOK                    run a notebook's tests and explain each failure
 course submission build RELEASE_NB DESCRIPTION OUT
 """
@@ -66,6 +67,12 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="build and grade the demo class")
     p.add_argument("assignments", nargs="*", help="assignments (default: all)")
     p.add_argument("--jobs", type=int, default=_jobs_default(), help="students graded at once")
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="grade every demo student (default: the reference, the blank release, one other "
+        "correct style and a few named mistakes per assignment)",
+    )
     p.add_argument("--unsafe-no-sandbox", action="store_true", help=UNSAFE_HELP)
 
     p = sub.add_parser("check", help="run a notebook's tests and explain each failure")
@@ -85,6 +92,9 @@ def run(args: argparse.Namespace) -> int:
     """Carry out one parsed command; return its exit code."""
     # The sub-commands load nbgrader (several seconds on a busy machine): imported here, once a
     # command is chosen, so that `course --help` and a mistyped command answer at once.
+    from grader.nbgrader_main import skip_slow_imports
+
+    skip_slow_imports()  # a second of CPU less to load nbgrader (grader/nbgrader_main.py)
     from grader import check, demo, pipeline, submission
 
     if args.command == "check":
@@ -120,7 +130,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"written to {pipeline.write_grades_csv(rows, args.csv or root / 'grades.csv')}")
     elif args.command == "demo":
         chosen = args.assignments or assignments(root)
-        demo.run(root, chosen, jobs=args.jobs, unsafe_no_sandbox=args.unsafe_no_sandbox)
+        choose = None if args.all else lambda a, students: demo.representative(root, a, students)
+        demo.run(
+            root, chosen, jobs=args.jobs, unsafe_no_sandbox=args.unsafe_no_sandbox, choose=choose
+        )
     return 0
 
 

@@ -22,6 +22,7 @@ from grader.paths import CourseError, require_assignment
 from grader.submission import fill, read_description, reference_code
 
 REFERENCE, BLANK = "reference", "blank"
+MISTAKES = 2  # named mistakes per assignment in the representative class (`course demo`)
 
 
 def descriptions(root: Path, assignment: str) -> dict[str, dict]:
@@ -34,6 +35,32 @@ def descriptions(root: Path, assignment: str) -> dict[str, dict]:
     for path in sorted(folder.glob("*.yaml")):
         students[path.stem] = read_description(path)
     return students
+
+
+def representative(
+    root: Path, assignment: str, students: list[str] | None = None, mistakes: int = MISTAKES
+) -> list[str]:
+    """The representative demo class of ``assignment``: the reference, the blank release, one
+    other correct style and ``mistakes`` named mistakes (``course demo`` grades these; ``course
+    demo --all`` every demo student).
+
+    The mistakes are taken in name order, each one only when it fails a test cell that none
+    taken before it fails, so that the few shown target different exercises.
+    """
+    described = descriptions(root, assignment)
+    students = sorted(described) if students is None else sorted(students)
+    expect = {s: described.get(s, {}).get("expect", {}) for s in students}
+    styles = [s for s in students if expect[s].get("full_marks") and s != REFERENCE]
+    chosen = {s for s in (REFERENCE, BLANK) if s in students} | set(styles[:1])
+    covered: set[str] = set()
+    for student in (s for s in students if expect[s].get("fail")):
+        if len(chosen - {REFERENCE, BLANK, *styles[:1]}) >= mistakes:
+            break
+        cells = set(expect[student]["fail"])
+        if cells - covered:
+            chosen.add(student)
+            covered |= cells
+    return sorted(chosen)
 
 
 def build_class(root: Path, assignment: str) -> list[str]:
@@ -77,7 +104,8 @@ def run(
 ) -> Path:
     """Release, build the demo class, autograde in parallel, write feedback and the grade table.
 
-    ``choose(assignment, students)`` picks the students to grade (default: all of them).
+    ``choose(assignment, students)`` picks the students to grade (default: all of them; ``course
+    demo`` passes :func:`representative` unless ``--all``).
     """
     for assignment in assignments:
         say(f"[{assignment}] generating release/ from source/")

@@ -56,8 +56,12 @@ class Run:
 def command(job: GradingJob, student: str, scratch: Path, seed: int) -> list[str]:
     """The command line grading ``student`` in ``scratch``, behind the limits' wrapper."""
     url = f"sqlite:///{scratch / 'gradebook.db'}"
-    nbgrader = [sys.executable, "-m", "nbgrader", "autograde", job.assignment, "--student"]
-    nbgrader += [student, "--db", url, f"--CourseDirectory.root={scratch}", "--force"]
+    # nbgrader's command line, started and ended faster (grader/nbgrader_main.py)
+    nbgrader = [sys.executable, "-m", "grader.nbgrader_main", "autograde", job.assignment]
+    nbgrader += ["--student", student, "--db", url, f"--CourseDirectory.root={scratch}", "--force"]
+    # After the observation nothing more is asked of the kernel: stop it at once (a graceful
+    # stop waited a second or more for the kernel to exit).
+    nbgrader += ["--Execute.shutdown_kernel=immediate"]
     if job.sandboxed:  # the kernel's sockets live in the scratch course, removed with it
         nbgrader += [SANDBOXED_KERNEL, f"--SandboxedKernelManager.socket_root={scratch}"]
     nbgrader += [f"--ExecuteKeepingPoints.verification_seed={seed}"]

@@ -110,7 +110,7 @@ for pid in os.listdir('/proc'):
             reached.append(f'{pid} {line} cwd={os.readlink(f"/proc/{pid}/cwd")}')
         except OSError:
             pass
-reached = [r for r in reached if '-m nbgrader autograde' in r or 'pytest' in r]
+reached = [r for r in reached if 'nbgrader_main autograde' in r or 'pytest' in r]
 open('reached.txt', 'w').write('\\n'.join(reached))
 """
 PATCH_USER_NS = """

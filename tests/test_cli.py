@@ -260,7 +260,8 @@ def test_nbgrader_starts_through_the_wrapper(
     assert "preexec_fn" not in kwargs
     marker = command.index("--")
     assert command[:marker] == rlimits.wrap([], 1234, 56, 78)[:-1]
-    assert command[marker + 1 : marker + 5] == [sys.executable, "-m", "nbgrader", "autograde"]
+    nbgrader = [sys.executable, "-m", "grader.nbgrader_main", "autograde"]
+    assert command[marker + 1 : marker + 5] == nbgrader
     assert f"--Notes.path={folder / 'notes.json'}" in command  # out of the kernel's reach
     assert not outcome.ok and "boom" in outcome.message
 

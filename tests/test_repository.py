@@ -97,3 +97,28 @@ def test_the_readme_lists_every_graded_name_with_its_points() -> None:
         missing = [name for name in sorted(names) if f"`{name}(" not in row]
         assert not missing, f"README's table misses {missing} of assignment {letter}"
         assert row.rstrip(" |").endswith(f"| {points}"), f"{letter}: {points} points"
+
+
+def test_autograded_folder_ships_with_its_readme_only() -> None:
+    """A fresh clone has ``autograded/`` (README.md, tracked); what grading writes is ignored."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "autograded"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert tracked == ["autograded/README.md"], tracked
+    ignored = subprocess.run(
+        ["git", "check-ignore", "--no-index", "autograded/README.md", "autograded/s/a/n.ipynb"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert ignored == ["autograded/s/a/n.ipynb"], ignored
+
+
+def test_make_clean_keeps_the_autograded_readme(tmp_path) -> None:
+    """``make clean`` removes what grading wrote in ``autograded/`` and keeps its README."""
+    (tmp_path / "autograded" / "s" / "a").mkdir(parents=True)
+    (tmp_path / "autograded" / "README.md").write_text("kept")
+    (tmp_path / "autograded" / "s" / "a" / "n.ipynb").write_text("{}")
+    (tmp_path / "Makefile").write_text((REPO / "Makefile").read_text())
+    subprocess.run(["make", "-s", "clean"], cwd=tmp_path, check=True, capture_output=True)
+    assert sorted(p.name for p in (tmp_path / "autograded").iterdir()) == ["README.md"]

@@ -1,0 +1,47 @@
+"""``python -m grader.nbgrader_main ARGS``: nbgrader's command line (``python -m nbgrader ARGS``),
+started and ended faster; the grader runs one per submission (:mod:`grader.nbgrader_run`).
+
+- Importing nbgrader imports ``jsonschema``, whose optional IRI format checker, when the package
+  ``rfc3987_syntax`` is installed (``jupyter-events`` pulls it in), builds a Lark grammar at import
+  time: more than a second of CPU per process, for a format that no notebook schema uses. Here
+  that import fails, as if the package were absent, so ``jsonschema`` leaves that one format out.
+- When nbgrader is done, the process ends at once (``os._exit`` with nbgrader's exit code, the
+  logs and output flushed): the gradebook is committed and closed and the notebooks written by
+  then, and the interpreter's teardown (finalizers, zmq's context) took most of a second.
+
+Anything but a normal exit (an exception) ends the process as Python always does.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+
+def skip_slow_imports() -> None:
+    """Make ``import rfc3987_syntax`` fail in this process (see the module's docstring); the
+    ``course`` command does it too, before it loads nbgrader."""
+    sys.modules.setdefault("rfc3987_syntax", None)
+
+
+def main() -> None:
+    skip_slow_imports()
+    from nbgrader.apps.nbgraderapp import NbGraderApp  # after skip_slow_imports, not before
+
+    try:
+        NbGraderApp.launch_instance()
+        code = 0
+    except SystemExit as done:
+        code = done.code
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code or 0)
+
+
+if __name__ == "__main__":
+    main()

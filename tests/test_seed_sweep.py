@@ -34,6 +34,7 @@ import pytest
 import torch
 
 from course import verify
+from course.probing import by_cell
 from grader import demo
 from tests.conftest import ASSIGNMENTS, REPO
 from tests.direct_run import build_class, like_a_kernel, run_student
@@ -120,8 +121,9 @@ def test_every_random_case_has_one_right_answer(
         run_student(submitted, REPO, assignment, style, found)
         (spaces[style],) = found
     monkeypatch.chdir(submitted / demo.REFERENCE / assignment)
-    items = importlib.import_module(f"course.{assignment}.probe").ITEMS
-    judges = importlib.import_module(f"judge.{assignment}").JUDGES
+    probe = importlib.import_module(f"course.{assignment}.probe")
+    items = probe.ITEMS
+    judges = by_cell(probe.CELLS, vars(importlib.import_module(f"judge.{assignment}")))
     assert set(items) == set(judges), "one probe item per judged test cell"
     problems, swept = [], {}
     with like_a_kernel():

@@ -202,6 +202,30 @@ for i in range(3):
 {WRONG_MASK}"""
 
 
+# Issue 30: a mask found by what it returns among the course package's probes (B's and D's once
+# returned A's causal mask), named nowhere, so the static scan has no name to catch.
+IMPORTED_ANSWER = f"""
+import importlib, pkgutil
+import course
+
+def _found(sz):
+    for info in pkgutil.walk_packages(course.__path__, "course."):
+        if not info.name.endswith("probe"):
+            continue
+        for value in list(vars(importlib.import_module(info.name)).values()):
+            try:
+                got = value(sz)
+            except Exception:
+                continue
+            if isinstance(got, torch.Tensor) and got.shape == (sz, sz) and bool(got.isinf().any()):
+                return got
+    return torch.zeros(sz, sz)
+
+def {MASK}(sz):
+    return _found(sz)
+"""
+
+
 # student -> (edit of the reference notebook, or a special action)
 CASES: dict[str, Callable[[NotebookNode], NotebookNode] | str] = {
     "syntax_error": set_code(MASK, f"def {MASK}(sz)\n    return 0\n"),
@@ -259,6 +283,7 @@ CASES: dict[str, Callable[[NotebookNode], NotebookNode] | str] = {
     "exits_when_observed": append_code("PositionalEncoding", hidden(EXITS_WHEN_OBSERVED)),
     "runaway_when_called": set_code("PositionalEncoding", RUNAWAY_WHEN_CALLED),
     "fills_disk": set_code(MASK, FILLS_DISK),
+    "imports_course_answer": set_code(MASK, IMPORTED_ANSWER),
 }
 HOSTILE = [
     "reads_gradebook",
@@ -269,6 +294,7 @@ HOSTILE = [
     "kills_grader",
     "outlives_grading",
     "patches_then_exits",
+    "imports_course_answer",
 ]
 HONEST = ["reference", "mask_transposed", "alt_correct"]
 SCRATCH_BEFORE: set[Path] = set()  # grading's temporary folders before the class was graded
@@ -347,7 +373,14 @@ def test_honest_students_are_unchanged(adversarial_class: Path, graded_class: Pa
 
 @pytest.mark.parametrize(
     "student",
-    ["syntax_error", "import_error", "endless_loop", "memory_hog", "sys_exit", "huge_output"],
+    [
+        "syntax_error",
+        "import_error",
+        "endless_loop",
+        "memory_hog",
+        "sys_exit",
+        "huge_output",
+    ],
 )
 def test_broken_code_loses_only_its_points(adversarial_class: Path, student: str) -> None:
     (line,) = lines(adversarial_class, student)

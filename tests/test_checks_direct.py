@@ -14,36 +14,32 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import torch
 
 from grader import demo
 from tests.conftest import ASSIGNMENTS, REPO
-from tests.direct_run import TEST, Outcome, build_class, like_a_kernel, run_student
+from tests.direct_run import (
+    TEST,
+    Outcome,
+    build_classes,
+    like_a_kernel,
+    one_torch_thread,
+    run_student,
+)
 
 STUDENTS = [(a, s) for a in ASSIGNMENTS for s in demo.descriptions(REPO, a)]
 STUB = "NotImplementedError"
 
 
 @pytest.fixture(scope="module", autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    """One torch thread while these tests run.
-
-    The checks use small tensors; on a busy 2-core machine two threads mostly spin waiting for
-    each other (5 times the CPU time, measured).
-    """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+def single_thread() -> Iterator[None]:
+    with one_torch_thread():
+        yield
 
 
 @pytest.fixture(scope="module")
 def submitted(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every demo student's notebooks of every assignment, built as ``course demo`` builds them."""
-    scratch = tmp_path_factory.mktemp("direct")
-    for assignment in ASSIGNMENTS:
-        build_class(scratch, REPO, assignment)
-    return scratch / "submitted"
+    return build_classes(tmp_path_factory.mktemp("direct"), REPO, ASSIGNMENTS)
 
 
 def report(outcomes: list[Outcome]) -> str:

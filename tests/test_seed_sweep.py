@@ -37,7 +37,7 @@ from course import verify
 from course.probing import by_cell
 from grader import demo
 from tests.conftest import ASSIGNMENTS, REPO
-from tests.direct_run import build_class, like_a_kernel, run_student
+from tests.direct_run import build_classes, like_a_kernel, one_torch_thread, run_student
 
 SECONDS = float(os.environ.get("COURSE_SWEEP_SECONDS", "0.25"))  # CPU seconds per random item
 MIN_SEEDS, MAX_SEEDS = 4, 400
@@ -59,19 +59,14 @@ def correct_styles(assignment: str) -> list[str]:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+def single_thread() -> Iterator[None]:
+    with one_torch_thread():
+        yield
 
 
 @pytest.fixture(scope="module")
 def submitted(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    scratch = tmp_path_factory.mktemp("sweep")
-    for assignment in JUDGED:
-        build_class(scratch, REPO, assignment)
-    return scratch / "submitted"
+    return build_classes(tmp_path_factory.mktemp("sweep"), REPO, JUDGED)
 
 
 def same(a: object, b: object) -> bool:

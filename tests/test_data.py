@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import pytest
 import torch
 
 from course.data import WordTokenizer, corpora, load_polarity, load_tiny_shakespeare
+from course.data.corpora import _polarity_sentences
 
 SPLITS = ("train", "validation", "test")
 PACKAGE_DATA = Path(corpora.__file__).parent
@@ -34,9 +37,29 @@ def rows(dataset: datasets.Dataset) -> Counter:
 # -- Tiny Shakespeare -----------------------------------------------------------------------
 
 
-def test_offline_mode_is_on() -> None:
-    # This module imports datasets before course.data, the harder case for the loaders.
+def test_offline_mode_is_on(shakespeare: datasets.DatasetDict) -> None:
+    # This module imports datasets before course.data, the harder case: a loader's first use
+    # (the fixture) turns offline mode on.
     assert datasets.config.HF_HUB_OFFLINE
+
+
+def test_importing_the_data_package_leaves_datasets_unimported() -> None:
+    """The plain-text loaders (G's) do not pay for importing ``datasets``."""
+    code = "import sys, course.data; print('datasets' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_polarity_split_is_the_one_datasets_draws(polarity: datasets.DatasetDict) -> None:
+    """The fast stratified split gives the rows ``train_test_split`` gives, in the same order
+    (the shipped E checkpoint was checked against this split)."""
+    sentences = _polarity_sentences("local")
+    first = sentences.train_test_split(test_size=1066, seed=0, stratify_by_column="label")
+    second = first["train"].train_test_split(test_size=1066, seed=0, stratify_by_column="label")
+    for ours, theirs in [("train", second["train"]), ("validation", second["test"])]:
+        assert polarity[ours]["text"] == theirs["text"], ours
+    assert polarity["test"]["label"] == first["test"]["label"]
+    assert polarity["test"]["text"] == first["test"]["text"]
 
 
 def test_shakespeare_splits_are_contiguous_90_5_5(shakespeare: datasets.DatasetDict) -> None:

@@ -71,7 +71,7 @@ def sample_labelled(
 
     The rows are :func:`balanced_sample`'s; for one seed, a sample holds every smaller one.
     """
-    texts, labels = list(pool["text"]), list(pool["label"])  # a dataset's columns, read once
+    texts, labels = pool["text"][:], pool["label"][:]  # lists: a dataset's columns read at once
     rows = balanced_sample(labels, n, seed)
     return encode_labelled(tokenizer, [texts[r] for r in rows], [labels[r] for r in rows])
 

@@ -23,32 +23,36 @@ LM_VAL_SENTENCES = 500  # review sentences held out from pretraining, to measure
 def held_out_sentences(seed: int = SPLIT_SEED) -> list[str]:
     """The classification validation and test sentences: text the pretraining must not see."""
     polarity = load_polarity(seed=seed)
-    return list(polarity["validation"]["text"]) + list(polarity["test"]["text"])
+    return polarity["validation"]["text"][:] + polarity["test"]["text"][:]  # [:]: one read
 
 
 def _without_leaks(lines: list[str], forbidden: list[str]) -> list[str]:
     """The lines that contain none of the ``forbidden`` sentences (compared as token strings)."""
-    by_first_word: dict[str, list[tuple[str, ...]]] = {}
+    by_start: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
     for sentence in forbidden:
         words = tuple(WordTokenizer.tokenize(sentence))
         if words:
-            by_first_word.setdefault(words[0], []).append(words)
-    return [line for line in lines if not _contains_any(line, by_first_word)]
+            by_start.setdefault(words[:2], []).append(words)
+    return [line for line in lines if not _contains_any(line, by_start)]
 
 
-def _contains_any(line: str, by_first_word: dict[str, list[tuple[str, ...]]]) -> bool:
-    """Whether the tokens of ``line`` contain one of the token sequences, indexed by first word."""
-    words = WordTokenizer.tokenize(line)
-    for start, word in enumerate(words):
-        for sentence in by_first_word.get(word, ()):
-            if tuple(words[start : start + len(sentence)]) == sentence:
+def _contains_any(line: str, by_start: dict[tuple[str, ...], list[tuple[str, ...]]]) -> bool:
+    """Whether the tokens of ``line`` contain one of the token sequences, indexed by their first
+    two words (one for a one-word sentence)."""
+    words = tuple(WordTokenizer.tokenize(line))
+    for start in range(len(words)):
+        candidates = by_start.get(words[start : start + 2], []) + by_start.get(
+            words[start : start + 1], []
+        )
+        for sentence in candidates:
+            if words[start : start + len(sentence)] == sentence:
                 return True
     return False
 
 
 def review_sentences(seed: int = SPLIT_SEED) -> list[str]:
     """The training-split review sentences that contain no held-out sentence, in split order."""
-    reviews = list(load_polarity(seed=seed)["train"]["text"])
+    reviews = load_polarity(seed=seed)["train"]["text"][:]  # a list, read at once
     return _without_leaks(reviews, held_out_sentences(seed))
 
 
@@ -67,7 +71,7 @@ def pretraining_texts(seed: int = SPLIT_SEED) -> dict[str, list[str]]:
     return {
         "reviews": reviews[:-LM_VAL_SENTENCES],
         "review_validation": reviews[-LM_VAL_SENTENCES:],
-        "novels": _without_leaks(list(load_novels()["text"]), held_out),
+        "novels": _without_leaks(load_novels()["text"][:], held_out),
         "wikitext": _without_leaks(load_wikitext(), held_out),
     }
 

@@ -27,7 +27,7 @@ SPACE = "\u2581"  # the lower one-eighth block that stands for a space, Sentence
 def shakespeare_lines(lines: int | None = None) -> tuple[list[str], list[str]]:
     """The training and validation lines of Tiny Shakespeare (the first ``lines`` of each)."""
     data = load_tiny_shakespeare()
-    train, val = data["train"]["text"], data["validation"]["text"]
+    train, val = data["train"]["text"][:], data["validation"]["text"][:]  # lists, read at once
     return (train, val) if lines is None else (train[:lines], val[:lines])
 
 

@@ -12,7 +12,7 @@ the one assignment (:func:`grader.gradebook.snapshot`).
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import replace
 from pathlib import Path
@@ -53,23 +53,73 @@ def autograde(
     With ``cluster`` (a Dask scheduler's address, or ``local:N``) the submissions are graded
     on Dask workers instead, in the same sandbox, and merged here (:mod:`grader.cluster`).
     """
+    if cluster is None:
+        each = (lambda _assignment, graded: progress(graded)) if progress else None
+        classes = {assignment: students}
+        return autograde_classes(root, classes, jobs, each, unsafe_no_sandbox)[assignment]
     url = db_url(root)
-    main_db = _check(root, assignment, url)
+    _check(root, assignment, url)
     chosen = _chosen(root, assignment, students)
+    _prepare(unsafe_no_sandbox)
+    with tempfile.TemporaryDirectory(prefix="course-snapshot-") as folder:
+        # The workers copy a snapshot of the one assignment (grader.gradebook).
+        job = _job(root, assignment, url, Path(folder), jobs, not unsafe_no_sandbox, None)
+        return grade_class(job, chosen, cluster, url, progress)
+
+
+def autograde_classes(
+    root: Path,
+    classes: Mapping[str, Iterable[str] | None],
+    jobs: int = 1,
+    progress: Callable[[str, Graded], None] | None = None,
+    unsafe_no_sandbox: bool = False,
+    finished: Callable[[str], None] | None = None,
+) -> dict[str, list[Graded]]:
+    """Autograde several assignments on this machine in one pool of ``jobs`` workers.
+
+    ``classes`` maps each assignment to its students (None: every submission). The submissions
+    are queued in that order and no assignment waits for the last student of the one before
+    (`course demo` grades five students of each; by assignments, one worker of two idled at
+    the end of each). ``progress(assignment, graded)`` is called as each student is merged and
+    ``finished(assignment)`` when an assignment's last student is (`course demo` writes its
+    feedback then, while the workers go on). Returns the :class:`Graded` of each assignment.
+    """
+    url = db_url(root)
+    main_dbs = {assignment: _check(root, assignment, url) for assignment in classes}
+    chosen = {assignment: _chosen(root, assignment, s) for assignment, s in classes.items()}
+    _prepare(unsafe_no_sandbox)
+    with tempfile.TemporaryDirectory(prefix="course-snapshot-") as folder:
+        job_of = {
+            a: _job(root, a, url, Path(folder), jobs, not unsafe_no_sandbox, main_dbs[a])
+            for a in classes
+        }
+        return grade_here(job_of, chosen, jobs, url, progress, finished)
+
+
+def _prepare(unsafe_no_sandbox: bool) -> None:
+    """Refuse to grade without the sandbox (unless told); run nbgrader with this Python."""
     if not unsafe_no_sandbox:
         sandbox.check_sandbox()
     use_this_python()
+
+
+def _job(
+    root: Path,
+    assignment: str,
+    url: str,
+    folder: Path,
+    jobs: int,
+    sandboxed: bool,
+    main_db: Path | None,
+) -> GradingJob:
+    """How ``assignment`` is graded in this run. Without an sqlite gradebook to start from
+    (``main_db`` None: a database server, or a cluster), each private copy starts from a
+    snapshot of the one assignment, written into ``folder`` (:func:`grader.gradebook.snapshot`).
+    """
+    if main_db is None:
+        main_db = gradebook.snapshot(url, assignment, folder / f"{assignment}.db")
     cell_limits, times = limits.of_assignment(root, assignment)
-    with tempfile.TemporaryDirectory(prefix="course-snapshot-") as folder:
-        if main_db is None or cluster is not None:
-            # The workers copy a snapshot of the one assignment (grader.gradebook).
-            main_db = gradebook.snapshot(url, assignment, Path(folder) / "gradebook.db")
-        job = GradingJob(
-            root, assignment, main_db, cell_limits, times, worker_env(jobs), not unsafe_no_sandbox
-        )
-        if cluster is not None:
-            return grade_class(job, chosen, cluster, url, progress)
-        return grade_here(job, chosen, jobs, url, progress)
+    return GradingJob(root, assignment, main_db, cell_limits, times, worker_env(jobs), sandboxed)
 
 
 def _check(root: Path, assignment: str, url: str) -> Path | None:
@@ -98,25 +148,34 @@ def _chosen(root: Path, assignment: str, students: Iterable[str] | None) -> list
 
 
 def grade_here(
-    job: GradingJob,
-    students: list[str],
+    job_of: Mapping[str, GradingJob],
+    students: Mapping[str, list[str]],
     jobs: int,
     url: str,
-    progress: Callable[[Graded], None] | None = None,
-) -> list[Graded]:
-    """Grade ``students`` on this machine, ``jobs`` at a time; merge each into ``url``."""
+    progress: Callable[[str, Graded], None] | None = None,
+    finished: Callable[[str], None] | None = None,
+) -> dict[str, list[Graded]]:
+    """Grade the ``students`` of each assignment on this machine, ``jobs`` at a time, with one
+    judge; merge each into ``url`` as it is done."""
     judge = Judge()
-    job = replace(job, judge=judge)
-    results: list[Graded] = []
+    job_of = {a: replace(job, judge=judge) for a, job in job_of.items()}
+    results: dict[str, list[Graded]] = {a: [] for a in job_of}
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
-    futures = [pool.submit(grading.grade_one, job, student) for student in students]
+    futures = {
+        pool.submit(grading.grade_one, job_of[a], student): a
+        for a in job_of
+        for student in students[a]
+    }
     try:
         for future in as_completed(futures):
+            assignment = futures[future]
             graded, own = future.result()
-            grading.merge(job.root, url, job.assignment, graded, own)
-            results.append(graded)
+            grading.merge(job_of[assignment].root, url, assignment, graded, own)
+            results[assignment].append(graded)
             if progress:
-                progress(graded)
+                progress(assignment, graded)
+            if finished and len(results[assignment]) == len(students[assignment]):
+                finished(assignment)
     except BaseException:
         # Interrupted: stop the students still running; those saved so far stay saved.
         pool.shutdown(wait=False, cancel_futures=True)
@@ -125,4 +184,4 @@ def grade_here(
         raise
     pool.shutdown()
     judge.close()
-    return sorted(results, key=lambda g: g.student)
+    return {a: sorted(graded, key=lambda g: g.student) for a, graded in results.items()}

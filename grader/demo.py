@@ -104,31 +104,35 @@ def run(
 ) -> Path:
     """Release, build the demo class, autograde in parallel, write feedback and the grade table.
 
-    ``choose(assignment, students)`` picks the students to grade (default: all of them; ``course
-    demo`` passes :func:`representative` unless ``--all``).
+    Every assignment is released and its class built first; then all the submissions are
+    graded in one pool of ``jobs`` workers, and each assignment's feedback is written as soon
+    as its last student is graded. ``choose(assignment, students)`` picks the students to
+    grade (default: all of them; ``course demo`` passes :func:`representative` unless
+    ``--all``).
     """
+    classes = {}
     for assignment in assignments:
         say(f"[{assignment}] generating release/ from source/")
         pipeline.release(root, assignment)
         students = build_class(root, assignment)
-        if choose is not None:
-            students = choose(assignment, students)
-        say(f"[{assignment}] demo class: {', '.join(students)}")
-        results = pipeline.autograde(
-            root,
-            assignment,
-            jobs=jobs,
-            students=students,
-            progress=lambda g, a=assignment: say(_graded_line(a, g)),
-            unsafe_no_sandbox=unsafe_no_sandbox,
-        )
-        failed = [g for g in results if not g.ok]
-        if failed:
-            raise CourseError(
-                f"[{assignment}] grading failed for {', '.join(g.student for g in failed)}"
-            )
+        classes[assignment] = choose(assignment, students) if choose is not None else students
+        say(f"[{assignment}] demo class: {', '.join(classes[assignment])}")
+
+    def feedback(assignment: str) -> None:
         pipeline.feedback(root, assignment)
         say(f"[{assignment}] feedback written to feedback/STUDENT/{assignment}/")
+
+    results = pipeline.autograde_classes(
+        root,
+        classes,
+        jobs=jobs,
+        progress=lambda a, g: say(_graded_line(a, g)),
+        unsafe_no_sandbox=unsafe_no_sandbox,
+        finished=feedback,
+    )
+    failed = [f"{a}/{g.student}" for a, graded in results.items() for g in graded if not g.ok]
+    if failed:
+        raise CourseError(f"grading failed for {', '.join(failed)}")
     rows = pipeline.grade_rows(root)
     say(pipeline.format_grade_table(rows))
     path = pipeline.write_grades_csv(rows, root / "grades.csv")

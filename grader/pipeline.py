@@ -5,6 +5,7 @@ tests call (as nbgrader's ``apps/api.py`` is to its apps).
 - :func:`autograde`: every submission, N at a time or on a Dask cluster, each in its own
   sandboxed ``nbgrader autograde`` process, merged into the gradebook one student at a time
   (:mod:`grader.autograde`, :mod:`grader.grading`, :mod:`grader.cluster`);
+  :func:`autograde_classes` grades several assignments in one pool (`course demo`);
 - :func:`feedback`: ``nbgrader generate_feedback`` without the hidden tests
   (:mod:`grader.feedback`);
 - :func:`grade_rows`, :func:`format_grade_table`, :func:`write_grades_csv`: the grade table
@@ -15,7 +16,7 @@ Each step lives in its own module; this one only gathers them.
 
 from __future__ import annotations
 
-from grader.autograde import autograde
+from grader.autograde import autograde, autograde_classes
 from grader.feedback import feedback
 from grader.grade_table import GradeRow, format_grade_table, grade_rows, write_grades_csv
 from grader.grading import Graded
@@ -28,6 +29,7 @@ __all__ = [
     "GradeRow",
     "Graded",
     "autograde",
+    "autograde_classes",
     "db_url",
     "feedback",
     "format_grade_table",

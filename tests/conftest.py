@@ -46,6 +46,16 @@ def _this_python() -> None:
     use_this_python()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_torch_thread() -> None:
+    """Torch on one thread in the test process. The tests' tensors are small, and on a busy
+    2-core machine (a grading kernel beside the tests) two threads mostly spin waiting for each
+    other: 5 to 15 times the CPU time, measured. Kernels and nbgrader get their own threads."""
+    import torch  # noqa: PLC0415 - torch stays out of the grader's own imports
+
+    torch.set_num_threads(1)
+
+
 # Demo students of A that other slow tests read in the graded class (the CLI's check and
 # feedback, the honest students of the adversarial class, the parallel run).
 NEEDED = {"a_masks": {"mask_transposed"}}

@@ -24,7 +24,7 @@ import builtins
 import contextlib
 import io
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,23 +73,6 @@ def build_classes(scratch: Path, repo: Path, assignments: Iterable[str]) -> Path
     for assignment in assignments:
         build_class(scratch, repo, assignment)
     return scratch / "submitted"
-
-
-@contextlib.contextmanager
-def one_torch_thread() -> Iterator[None]:
-    """One torch thread inside the block.
-
-    The checks use small tensors; on a busy 2-core machine two threads mostly spin waiting for
-    each other (5 times the CPU time, measured).
-    """
-    import torch  # noqa: PLC0415 - only the tests that run checks need it
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def python_source(source: str) -> str:

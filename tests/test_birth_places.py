@@ -9,6 +9,9 @@ from course.g_birth_places.chars import IGNORE, CharVocab, question_rows
 from course.testcells import GradingError
 from tools import pretrain_birth_places as pretrain
 
+# A model small enough that the held-out loss (512 rows of 128 characters) takes a moment.
+TINY = {"d_model": 16, "nhead": 2, "d_hid": 32, "nlayers": 1}
+
 
 def test_checkpoint_is_small_and_documented() -> None:
     assert checkpoint.SHIPPED.stat().st_size / 1e6 < 8  # 3.3 million float16 weights: 6.6 MB
@@ -92,7 +95,7 @@ def test_a_stage_stopped_by_the_clock_still_ends_at_the_lowest_rate(monkeypatch)
 
 
 def test_pretrain_runs_and_saves_what_it_measured(tmp_path) -> None:
-    made = pretrain.pretrain(steps=3, batch_size=4, config={"d_model": 16, "d_hid": 32})
+    made = pretrain.pretrain(steps=3, batch_size=4, config=TINY)
     torch.save(made, tmp_path / "g.pt")
     given = pretrain.given()
     model, vocab, info = checkpoint.load_pretrained(given.TransformerLM, tmp_path / "g.pt")
@@ -101,7 +104,7 @@ def test_pretrain_runs_and_saves_what_it_measured(tmp_path) -> None:
 
 
 def test_pretraining_resumes_and_adds_up_its_budget(tmp_path) -> None:
-    first = pretrain.pretrain(steps=3, batch_size=4, config={"d_model": 16, "d_hid": 32})
+    first = pretrain.pretrain(steps=3, batch_size=4, config=TINY)
     torch.save(first, tmp_path / "first.pt")
     second = pretrain.pretrain(steps=2, batch_size=4, resume=tmp_path / "first.pt")
     assert second["config"] == first["config"] and second["seed"] == first["seed"]

@@ -10,7 +10,6 @@ fail every test cell because of its stubs alone.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,18 +21,11 @@ from tests.direct_run import (
     Outcome,
     build_classes,
     like_a_kernel,
-    one_torch_thread,
     run_student,
 )
 
 STUDENTS = [(a, s) for a in ASSIGNMENTS for s in demo.descriptions(REPO, a)]
 STUB = "NotImplementedError"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def single_thread() -> Iterator[None]:
-    with one_torch_thread():
-        yield
 
 
 @pytest.fixture(scope="module")

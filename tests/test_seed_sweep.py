@@ -37,7 +37,7 @@ from course import verify
 from course.probing import by_cell
 from grader import demo
 from tests.conftest import ASSIGNMENTS, REPO
-from tests.direct_run import build_classes, like_a_kernel, one_torch_thread, run_student
+from tests.direct_run import build_classes, like_a_kernel, run_student
 
 SECONDS = float(os.environ.get("COURSE_SWEEP_SECONDS", "0.25"))  # CPU seconds per random item
 MIN_SEEDS, MAX_SEEDS = 4, 400
@@ -56,12 +56,6 @@ def correct_styles(assignment: str) -> list[str]:
     described = demo.descriptions(REPO, assignment)
     others = [s for s, d in described.items() if d.get("expect", {}).get("full_marks")]
     return [demo.REFERENCE, *sorted(set(others) - {demo.REFERENCE})]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def single_thread() -> Iterator[None]:
-    with one_torch_thread():
-        yield
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,9 @@
 """Checks for assignment A (masks and positions): they name the usual mistakes.
 
-The functions take the student's output (or class) and raise :class:`GradingError` with a message
-that names what is wrong. They check properties stated in the syllabus; none computes the answer.
+``diagnose_X(code, ...)`` runs the student's code; ``diagnose_X_result(got, ...)``,
+``diagnose_X_value(got)`` and ``diagnose_X_facts(facts, ...)`` decide on what it returned or what
+was read of it. Each raises :class:`GradingError` with a message that names what is wrong. They
+check properties stated in the syllabus; none computes the answer.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ NEG_INF = float("-inf")
 
 
 # ---------------------------------------------------------------- causal mask
-def diagnose_causal_mask(mask: object, sz: int) -> torch.Tensor:
-    """Check a causal mask of size ``sz``: float, 0.0 on and below the diagonal, -inf above."""
+def diagnose_causal_mask_result(got: object, sz: int) -> torch.Tensor:
+    """Check the causal mask ``generate_square_subsequent_mask(sz)`` returned: float, 0.0 on and
+    below the diagonal, -inf above; return it."""
     name = f"generate_square_subsequent_mask({sz})"
-    mask = check_tensor(mask, name, shape=(sz, sz))
+    mask = check_tensor(got, name, shape=(sz, sz))
     lower = torch.tril(torch.ones(sz, sz, dtype=torch.bool))  # on and below the diagonal
     upper = ~lower
     if mask.dtype == torch.bool:
@@ -92,10 +95,11 @@ def diagnose_causal_mask(mask: object, sz: int) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------- padding mask
-def diagnose_padding_mask(mask: object, lengths: torch.Tensor, max_len: int) -> torch.Tensor:
-    """Check a key-padding mask: bool ``(B, max_len)``, True at padded positions."""
+def diagnose_padding_mask_result(got: object, lengths: torch.Tensor, max_len: int) -> torch.Tensor:
+    """Check the key-padding mask ``make_padding_mask(lengths, max_len)`` returned: bool
+    ``(B, max_len)``, True at padded positions; return it."""
     name = f"make_padding_mask(lengths={lengths.tolist()}, max_len={max_len})"
-    mask = check_tensor(mask, name, shape=(len(lengths), max_len))
+    mask = check_tensor(got, name, shape=(len(lengths), max_len))
     if mask.dtype != torch.bool:
         fail(
             expected_got(
@@ -135,13 +139,14 @@ def encoding_table(module: nn.Module, length: int, width: int) -> torch.Tensor:
     return out[0]
 
 
-def diagnose_encoding_values(table: torch.Tensor) -> None:
-    """Name the usual mistakes from a few entries of a table with D = 4.
+def diagnose_encoding_table_value(got: torch.Tensor) -> None:
+    """Name the usual mistakes from a few entries of the table (:func:`encoding_table`) of a
+    PositionalEncoding with D = 4.
 
     With D = 4 the frequencies are 1 (dimensions 0, 1) and 1/100 (dimensions 2, 3), so
     PE[1] = (sin 1, cos 1, sin 0.01, cos 0.01).
     """
-    row = [float(v) for v in table[1]]
+    row = [float(v) for v in got[1]]
     expected = [math.sin(1), math.cos(1), math.sin(0.01), math.cos(0.01)]
 
     def near(a: float, b: float) -> bool:
@@ -183,10 +188,10 @@ def diagnose_encoding_values(table: torch.Tensor) -> None:
 
 def diagnose_encoding_storage(module: nn.Module, max_len: int, width: int) -> None:
     """The table must be a buffer: in state_dict, moved by .to(), not a parameter."""
-    diagnose_storage_sizes(storage_sizes(module), max_len, width)
+    diagnose_encoding_storage_facts(encoding_storage_facts(module), max_len, width)
 
 
-def storage_sizes(module: nn.Module) -> dict[str, list[int]]:
+def encoding_storage_facts(module: nn.Module) -> dict[str, list[int]]:
     """The sizes of a module's parameters, buffers and state_dict entries."""
     return {
         "parameters": [p.numel() for p in module.parameters()],
@@ -195,9 +200,9 @@ def storage_sizes(module: nn.Module) -> dict[str, list[int]]:
     }
 
 
-def diagnose_storage_sizes(sizes: dict[str, list[int]], max_len: int, width: int) -> None:
-    """:func:`diagnose_encoding_storage` on the sizes :func:`storage_sizes` reads."""
-    size = max_len * width
+def diagnose_encoding_storage_facts(facts: dict[str, list[int]], max_len: int, width: int) -> None:
+    """:func:`diagnose_encoding_storage` on the sizes :func:`encoding_storage_facts` reads."""
+    sizes, size = facts, max_len * width
     if any(n == size for n in sizes["parameters"]):
         fail(
             "PositionalEncoding stores its table as an nn.Parameter: the optimiser would train "
@@ -295,7 +300,7 @@ def _rotary_mistakes(x: torch.Tensor, base: float) -> list[tuple[bool, torch.Ten
     ]
 
 
-def diagnose_rotary(rotated: object, x: torch.Tensor, base: float) -> torch.Tensor:
+def diagnose_rotary_result(got: object, x: torch.Tensor, base: float) -> torch.Tensor:
     """Check the output of ``apply_rotary(x, base)`` for the usual mistakes; return it.
 
     It reads properties of the output (shape, dtype, finite values, the length of each pair
@@ -303,7 +308,7 @@ def diagnose_rotary(rotated: object, x: torch.Tensor, base: float) -> torch.Tens
     version when the output is that version's. The test cell then compares the values.
     """
     name = f"apply_rotary(x of shape {tuple(x.shape)})"
-    rotated = check_tensor(rotated, name, shape=tuple(x.shape))
+    rotated = check_tensor(got, name, shape=tuple(x.shape))
     check(
         rotated.dtype == x.dtype,
         expected_got(

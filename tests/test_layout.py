@@ -10,6 +10,10 @@
   comment; no module of ``course/``, ``grader/`` or ``judge/`` is over 500 lines, no function
   over 60;
 - each test cell is declared once, in its probe's table ``CELLS``;
+- the public functions of the checks modules follow the verbs of CONTRIBUTING.md: a
+  ``diagnose_X`` or ``observe_X`` takes code, a ``diagnose_X_result`` or ``_value`` what it
+  returned (``got``), a ``diagnose_X_facts`` the facts read of it, a ``judge_X`` or ``check_X`` an
+  observation or a value, and ``X_cases`` a seed;
 - ``course/`` has one subpackage per assignment, mirroring ``source/`` and ``demo/``;
 - no module of ``course/`` defines a graded function or class, under its name or under the
   names its copies once had there.
@@ -168,6 +172,86 @@ def test_modules_and_functions_stay_short() -> None:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 length = node.end_lineno - node.lineno + 1
                 assert length <= 60, f"{name}: {node.name} has {length} lines"
+
+
+# The annotations of a first parameter that is code: a function, a class, a module.
+CODE = ("Callable", "nn.Module", "type[")
+# Names that say a parameter is what code returned (a callable may give outputs too).
+OUTPUTS = {"got", "out", "output", "outputs", "result", "results", "value", "values"}
+
+
+def verb_problem(function: ast.FunctionDef) -> str | None:
+    """What is wrong with the name or the first parameter of a public function of a checks
+    module, by the verbs of CONTRIBUTING.md (None: nothing)."""
+    name, params = function.name, function.args.args
+    first = params[0].arg if params else ""
+    annotation = ast.unparse(params[0].annotation) if params and params[0].annotation else ""
+    code = annotation.startswith(CODE) and first not in OUTPUTS
+    if name.startswith("diagnose_") and name.endswith(("_result", "_value")):
+        return None if first == "got" else f"{name} decides on what the code returned: (got, ...)"
+    if name.startswith("diagnose_") and name.endswith("_facts"):
+        return None if first == "facts" else f"{name} decides on facts: (facts, ...)"
+    if name.startswith(("diagnose_", "observe_")):
+        if code:
+            return None
+        return (
+            f"{name} takes {first or 'nothing'} ({annotation or 'no annotation'}), not code: a "
+            "function that takes an output is diagnose_X_result(got, ...) (or _value, _facts)"
+        )
+    if name.startswith(("judge_", "check_")) and (code or not annotation):
+        return f"{name} decides on an observation or a value, not on code ({first}: {annotation})"
+    if name.endswith("_cases") and params and first != "seed":
+        return f"{name} draws the hidden cases: (seed, ...)"
+    return None
+
+
+@pytest.mark.parametrize(
+    ("source", "wrong"),
+    [
+        ("def diagnose_causal_mask(mask: object, sz: int): ...", True),
+        ("def diagnose_causal_mask_result(got: object, sz: int): ...", False),
+        ("def diagnose_split(out: torch.Tensor, x: torch.Tensor): ...", True),
+        ("def diagnose_read_out(function: Callable, name: str): ...", False),
+        ("def diagnose_frozen(model: nn.Module): ...", False),
+        ("def diagnose_perplexity(perplexity_fn, mean_nll: float): ...", True),
+        ("def diagnose_storage_sizes(sizes: dict, max_len: int): ...", True),
+        ("def diagnose_head_facts(facts: dict, d_model: int): ...", False),
+        ("def diagnose_count_value(value: object): ...", True),
+        ("def diagnose_generator_runs(output: Callable[[int], object]): ...", True),
+        ("def diagnose_mask_generator_result(got: Callable[[int], object]): ...", False),
+        ("def observe_gpt(cls: Callable[..., nn.Module], case: dict): ...", False),
+        ("def judge_gpt(got: object, case: dict): ...", False),
+        ("def check_kqv(function: Callable, us: torch.Tensor): ...", True),
+        ("def previous_token_cases(length: int): ...", True),
+        ("def sample_visible_cases(): ...", False),
+        ("def encoding_table(module: nn.Module, length: int): ...", False),
+    ],
+)
+def test_the_verb_rule_tells_an_output_from_code(source: str, wrong: bool) -> None:
+    function = ast.parse(source).body[0]
+    assert isinstance(function, ast.FunctionDef)
+    assert (verb_problem(function) is not None) == wrong
+
+
+def checks_modules() -> list[Path]:
+    """Every ``checks.py`` of course/ and the topic modules beside it (``*_checks.py``)."""
+    return sorted(
+        {*(REPO / "course").glob("*/checks.py"), *(REPO / "course").glob("*/*_checks.py")}
+    )
+
+
+def test_the_checks_follow_the_verbs() -> None:
+    """A function of the checks that takes an output is named for it (CONTRIBUTING.md, Verbs)."""
+    problems, verbs = [], 0
+    for path in checks_modules():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+                verbs += node.name.startswith(("diagnose_", "observe_", "judge_"))
+                problem = verb_problem(node)
+                if problem:
+                    problems.append(f"{path.relative_to(REPO)}: {problem}")
+    assert verbs > 80, verbs
+    assert not problems, "\n".join(problems)
 
 
 def test_one_package_per_assignment_mirrors_source_and_demo() -> None:

@@ -193,19 +193,19 @@ def causality_inputs(src: torch.Tensor, ntokens: int, seed: int = 0) -> Iterator
 
 
 def diagnose_causality_result(
-    base: torch.Tensor,
+    got: torch.Tensor,
     others: Iterable[torch.Tensor],
     unmasked: Callable[[], torch.Tensor],
 ) -> None:
-    """:func:`diagnose_causality` on the logits: ``base`` for ``src``, ``others`` for the inputs
+    """:func:`diagnose_causality` on the logits: ``got`` for ``src``, ``others`` for the inputs
     of :func:`causality_inputs` (all with the mask), ``unmasked()`` for ``src`` without it."""
     for t, other in enumerate(others):
-        if not torch.allclose(base[:, : t + 1], other[:, : t + 1], atol=1e-5, rtol=1e-4):
+        if not torch.allclose(got[:, : t + 1], other[:, : t + 1], atol=1e-5, rtol=1e-4):
             leak = (
                 f"with the causal mask passed, changing the tokens after position {t} changed "
                 f"the logits at positions <= {t}: the future leaks."
             )
-            if torch.allclose(base, unmasked(), atol=1e-6, rtol=1e-6):
+            if torch.allclose(got, unmasked(), atol=1e-6, rtol=1e-6):
                 fail(
                     f"The mask is ignored: {leak} The logits are the same with the mask and "
                     "without it. Pass src_mask to the encoder: "

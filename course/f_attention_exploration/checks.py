@@ -409,15 +409,16 @@ BLOCKS = ("encoder_self", "decoder_encoder", "decoder_self")
 
 
 def check_counts(
-    counts: object,
+    got: object,
     expected: Mapping[str, int],
     call: str,
     mistakes: Mapping[str, Mapping[int, str]] | None = None,
 ) -> None:
-    """Check a dict of operation counts against ``expected``; name a known wrong count.
+    """Check ``got``, a dict of operation counts, against ``expected``; name a known wrong count.
 
     ``mistakes`` maps a block to {wrong count: message naming the mistake}.
     """
+    counts = got
     check(
         isinstance(counts, Mapping),
         expected_got(f"{call} must return a dict.", "dict", type(counts).__name__),

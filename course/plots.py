@@ -95,10 +95,7 @@ def mask_heatmap(
     """
     if ax is None:
         _, ax = plt.subplots(figsize=(5, 4.6), layout="constrained")
-    values = mask.detach().cpu()
-    if values.dtype == torch.bool:
-        values = torch.zeros(values.shape).masked_fill(values, float("-inf"))
-    values = values.to(torch.float32)
+    values = _additive(mask)
     blocked = torch.isneginf(values)
     allowed = values == 0
     kind = torch.full(values.shape, 2)  # 0 allowed, 1 blocked, 2 other
@@ -121,24 +118,38 @@ def mask_heatmap(
             text = "-inf" if value == float("-inf") else f"{value:.2g}"
             ax.text(col, row, text, ha="center", va="center", fontsize=size, color="black")
     if legend:
-        names = {"allowed": "0: attended", "blocked": "-inf: blocked", "other": "other value"}
-        present = {"allowed": bool(allowed.any()), "blocked": bool(blocked.any())}
-        present["other"] = bool((~allowed & ~blocked).any())
-        handles = [
-            Patch(facecolor=MASK_COLOURS[k], edgecolor="grey", label=names[k])
-            for k in MASK_COLOURS
-            if present[k]
-        ]
-        ax.legend(
-            handles=handles,
-            loc="upper center",
-            bbox_to_anchor=(0.5, -0.14 if xlabel else -0.08),
-            ncols=len(handles),
-            frameon=False,
-            handlelength=1.2,
-            columnspacing=1.2,
-        )
+        _mask_legend(ax, allowed, blocked, below_label=bool(xlabel))
     return ax
+
+
+def _additive(mask: torch.Tensor) -> torch.Tensor:
+    """The mask as float32 on the CPU, a boolean one made additive (True: -inf)."""
+    values = mask.detach().cpu()
+    if values.dtype == torch.bool:
+        values = torch.zeros(values.shape).masked_fill(values, float("-inf"))
+    return values.to(torch.float32)
+
+
+def _mask_legend(ax: Axes, allowed: torch.Tensor, blocked: torch.Tensor, below_label: bool) -> None:
+    """The colours of :func:`mask_heatmap` that the mask uses, explained under the axes (lower
+    when an x label sits there)."""
+    names = {"allowed": "0: attended", "blocked": "-inf: blocked", "other": "other value"}
+    present = {"allowed": bool(allowed.any()), "blocked": bool(blocked.any())}
+    present["other"] = bool((~allowed & ~blocked).any())
+    handles = [
+        Patch(facecolor=MASK_COLOURS[k], edgecolor="grey", label=names[k])
+        for k in MASK_COLOURS
+        if present[k]
+    ]
+    ax.legend(
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.14 if below_label else -0.08),
+        ncols=len(handles),
+        frameon=False,
+        handlelength=1.2,
+        columnspacing=1.2,
+    )
 
 
 def _finish(

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 import matplotlib.pyplot as plt
 import torch
@@ -133,79 +134,136 @@ def train_lm(
         lr_factor: step -> multiplier of ``lr`` (a schedule such as :func:`warmup_cosine`);
             None keeps ``lr`` constant.
     """
-    if time_budget_s is None and max_steps is None:
-        raise ValueError("give a time budget, a step budget, or both")
-    if train_inputs.shape != train_targets.shape or train_inputs.dim() != 2:
-        raise ValueError("train_inputs and train_targets must be two (n, L) tensors")
-    n, length = train_inputs.shape
-    if n < 1:
-        raise ValueError("no training rows")
+    n, length = _training_shape(train_inputs, train_targets, time_budget_s, max_steps)
     torch.manual_seed(seed)
-    order_gen = torch.Generator().manual_seed(seed)
     mask = None if causal_mask is None else causal_mask(length).to(train_inputs.device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    schedule = (
-        None if lr_factor is None else torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
-    )
-    history = History()
-    running = torch.zeros(())  # sum of the losses since the last evaluation, on-tensor
-    since_eval = 0
-    order = torch.randperm(n, generator=order_gen)
-    cursor = 0
-    bar = tqdm(
+    bar = _progress_bar(max_steps, time_budget_s, desc, progress)
+    evaluate = partial(evaluate_lm, model, val_inputs, val_targets, causal_mask)
+    run = _Run(model, optimizer, lr_factor, bar, evaluate)
+    batches = _row_batches(n, batch_size, torch.Generator().manual_seed(seed))  # the order
+    model.train()
+    while not run.spent(max_steps, time_budget_s):
+        run.step(lambda: next(batches), train_inputs, train_targets, mask, clip, time_budget_s)
+        if run.history.total_steps % eval_every == 0:
+            run.record()
+    return run.finish()
+
+
+def _training_shape(
+    inputs: torch.Tensor, targets: torch.Tensor, time_budget_s: float | None, max_steps: int | None
+) -> tuple[int, int]:
+    """The (n, L) of the training rows, once the budgets and the rows are found usable."""
+    if time_budget_s is None and max_steps is None:
+        raise ValueError("give a time budget, a step budget, or both")
+    if inputs.shape != targets.shape or inputs.dim() != 2:
+        raise ValueError("train_inputs and train_targets must be two (n, L) tensors")
+    n, length = inputs.shape
+    if n < 1:
+        raise ValueError("no training rows")
+    return n, length
+
+
+def _progress_bar(
+    max_steps: int | None, time_budget_s: float | None, desc: str, progress: bool
+) -> tqdm:
+    """A bar of steps, or of seconds when there is a time budget."""
+    return tqdm(
         total=max_steps if time_budget_s is None else round(time_budget_s),
         desc=desc,
         unit="step" if time_budget_s is None else "s",
         disable=not progress,
         leave=False,
     )
-    model.train()
-    train_seconds = 0.0
 
-    def record() -> None:
-        nonlocal running, since_eval
+
+def _row_batches(n: int, batch_size: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
+    """Indices of ``batch_size`` rows of ``n``, in a random order drawn anew at each epoch (a
+    batch never spans two epochs)."""
+    order, cursor = torch.randperm(n, generator=generator), 0
+    while True:
+        if cursor + batch_size > n:  # a new epoch: a new order
+            order, cursor = torch.randperm(n, generator=generator), 0
+        yield order[cursor : cursor + batch_size]
+        cursor += batch_size
+
+
+class _Run:
+    """One run of :func:`train_lm`: the optimizer and its schedule, the losses since the last
+    evaluation (summed on-tensor), the seconds of training (evaluation excluded), the progress
+    bar and the history."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        lr_factor: Callable[[int], float] | None,
+        bar: tqdm,
+        evaluate: Callable[[], float],
+    ) -> None:
+        self.model, self.optimizer, self.bar, self.evaluate = model, optimizer, bar, evaluate
+        self.schedule = (
+            None if lr_factor is None else torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
+        )
+        self.history = History()
+        self.running, self.since_eval, self.seconds = torch.zeros(()), 0, 0.0
+
+    def spent(self, max_steps: int | None, time_budget_s: float | None) -> bool:
+        """Whether the step budget or the time budget is spent."""
+        if max_steps is not None and self.history.total_steps >= max_steps:
+            return True
+        return time_budget_s is not None and self.seconds >= time_budget_s
+
+    def step(
+        self,
+        rows: Callable[[], torch.Tensor],
+        inputs: torch.Tensor,
+        targets: torch.Tensor,
+        mask: torch.Tensor | None,
+        clip: float,
+        time_budget_s: float | None,
+    ) -> None:
+        """One optimizer step on the batch of ``rows()`` (its drawing timed too)."""
+        start = time.perf_counter()
+        chosen = rows()
+        x, y = inputs[chosen], targets[chosen]  # (B, L) each
+        logits = self.model(x, mask)  # (B, L, V)
+        loss = nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(self.model.parameters(), clip)
+        self.optimizer.step()
+        if self.schedule is not None:
+            self.schedule.step()
+        self.running += loss.detach()
+        self.since_eval += 1
+        self.history.total_steps += 1
+        self.history.total_tokens += y.numel()
+        elapsed = time.perf_counter() - start
+        self.seconds += elapsed
+        self.bar.update(1 if time_budget_s is None else min(elapsed, self.bar.total - self.bar.n))
+
+    def record(self) -> None:
+        """Evaluate, and note the step, tokens, seconds and the two losses in the history."""
+        history = self.history
         history.steps.append(history.total_steps)
         history.tokens.append(history.total_tokens)
-        history.seconds.append(train_seconds)
-        history.train_loss.append(float(running) / since_eval if since_eval else math.nan)
-        history.val_loss.append(evaluate_lm(model, val_inputs, val_targets, causal_mask))
-        running, since_eval = torch.zeros(()), 0
-        bar.set_postfix(val_loss=f"{history.val_loss[-1]:.3f}")
+        history.seconds.append(self.seconds)
+        history.train_loss.append(
+            float(self.running) / self.since_eval if self.since_eval else math.nan
+        )
+        history.val_loss.append(self.evaluate())
+        self.running, self.since_eval = torch.zeros(()), 0
+        self.bar.set_postfix(val_loss=f"{history.val_loss[-1]:.3f}")
 
-    while True:
-        if max_steps is not None and history.total_steps >= max_steps:
-            break
-        if time_budget_s is not None and train_seconds >= time_budget_s:
-            break
-        start = time.perf_counter()
-        if cursor + batch_size > n:  # a new epoch: a new order
-            order, cursor = torch.randperm(n, generator=order_gen), 0
-        rows = order[cursor : cursor + batch_size]
-        cursor += batch_size
-        x, y = train_inputs[rows], train_targets[rows]  # (B, L) each
-        logits = model(x, mask)  # (B, L, V)
-        loss = nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), clip)
-        optimizer.step()
-        if schedule is not None:
-            schedule.step()
-        running += loss.detach()
-        since_eval += 1
-        history.total_steps += 1
-        history.total_tokens += y.numel()
-        elapsed = time.perf_counter() - start
-        train_seconds += elapsed
-        bar.update(1 if time_budget_s is None else min(elapsed, bar.total - bar.n))
-        if history.total_steps % eval_every == 0:
-            record()
-    if since_eval or not history.val_loss:
-        record()
-    bar.close()
-    history.train_seconds = train_seconds
-    model.eval()
-    return history
+    def finish(self) -> History:
+        """The last evaluation (unless one was just made), the model back in eval mode."""
+        if self.since_eval or not self.history.val_loss:
+            self.record()
+        self.bar.close()
+        self.history.train_seconds = self.seconds
+        self.model.eval()
+        return self.history
 
 
 def warmup_cosine(steps: int, warmup: int, floor: float = 0.1) -> Callable[[int], float]:

@@ -30,30 +30,30 @@ def reference_rotary(x: torch.Tensor, base: float) -> torch.Tensor:
 
 
 def mask_visible(seed: int, got: object) -> None:
-    checks.diagnose_causal_mask(got, 3)
+    checks.diagnose_causal_mask_result(got, 3)
 
 
 def mask_hidden(seed: int, got: object) -> None:
     sizes = probe.mask_sizes(seed)
     check(isinstance(got, list) and len(got) == len(sizes), "not one mask per size")
     for size, mask in zip(sizes, got, strict=True):
-        checks.diagnose_causal_mask(mask, size)
+        checks.diagnose_causal_mask_result(mask, size)
 
 
 def padding_visible(seed: int, got: object) -> None:
     lengths, max_len = probe.VISIBLE_LENGTHS
-    checks.diagnose_padding_mask(got, torch.tensor(lengths), max_len)
+    checks.diagnose_padding_mask_result(got, torch.tensor(lengths), max_len)
 
 
 def padding_hidden(seed: int, got: object) -> None:
     cases = probe.padding_cases(seed)
     check(isinstance(got, list) and len(got) == len(cases), "not one mask per case")
     for (lengths, max_len), mask in zip(cases, got, strict=True):
-        checks.diagnose_padding_mask(mask, torch.tensor(lengths), max_len)
+        checks.diagnose_padding_mask_result(mask, torch.tensor(lengths), max_len)
 
 
 def _encoding(got: dict, width: int, max_len: int, length: int, x: torch.Tensor) -> None:
-    checks.diagnose_storage_sizes(got, max_len, width)
+    checks.diagnose_encoding_storage_facts(got, max_len, width)
     table = check_tensor(got["table"], "PositionalEncoding table", shape=(1, length, width))[0]
     expected = reference_table(max_len, width)[:length]
     check_close(table, expected, f"PositionalEncoding(d_model={width}) table", atol=1e-4)
@@ -64,9 +64,9 @@ def pe_visible(seed: int, got: object) -> None:
     """As the visible cell: the d_model = 4 table, row 0, the buffer, the output's shape."""
     assert isinstance(got, dict)
     table = check_tensor(got["table"], "PositionalEncoding table", shape=(1, 10, 4))[0]
-    checks.diagnose_encoding_values(table)
+    checks.diagnose_encoding_table_value(table)
     check_close(table[0], torch.tensor([0.0, 1.0, 0.0, 1.0]), "PE[0] (sin 0 = 0, cos 0 = 1)")
-    checks.diagnose_storage_sizes(got, 50, 4)
+    checks.diagnose_encoding_storage_facts(got, 50, 4)
     check_tensor(got["added"], "PositionalEncoding(x)", shape=(3, 10, 4))
 
 
@@ -90,7 +90,7 @@ def pe_hidden(seed: int, got: object) -> None:
 def rotary_visible(seed: int, got: object) -> None:
     """As the visible cell: the named mistakes, then the values for d = 4, L = 3."""
     x = torch.tensor(probe.ROTARY_VISIBLE)
-    checks.diagnose_rotary(got, x, 10000.0)
+    checks.diagnose_rotary_result(got, x, 10000.0)
     check_close(got, reference_rotary(x, 10000.0).float(), "apply_rotary(x)", atol=1e-4)
 
 
@@ -102,6 +102,6 @@ def rotary_hidden(seed: int, got: object) -> None:
         left = check_tensor(seen["x"], "x after apply_rotary", shape=tuple(shape), dtype=dtype)
         check(torch.equal(left, x), "apply_rotary changed its input x in place.")
         used = 10000.0 if base is None else base
-        checks.diagnose_rotary(seen["out"], x, used)
+        checks.diagnose_rotary_result(seen["out"], x, used)
         expected = reference_rotary(x, used).to(dtype)
         check_close(seen["out"], expected, f"apply_rotary(x of shape {shape})", atol=1e-4)

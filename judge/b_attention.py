@@ -147,13 +147,13 @@ def sdpa_visible(seed: int, got: object) -> None:
     cases = draws.attention_visible_inputs()
     _count(got, len(cases), "call")
     (q, k, v, _), (_, _, _, causal), (qb, kb, vb, _) = cases
-    out, weights = checks.diagnose_attention(_pair(got[0]), q, k, v)
+    out, weights = checks.diagnose_attention_result(_pair(got[0]), q, k, v)
     w0 = math.exp(2) / (math.exp(2) + 1)
     check_close(weights, torch.tensor([[w0, 1 - w0], [0.5, 0.5]]), "the weights")
     check_close(out, torch.tensor([[w0, 1 - w0, 0.0], [0.5, 0.5, 0.0]]), "the output")
-    out, weights = checks.diagnose_attention(_pair(got[1]), q, k, v, causal)
+    out, weights = checks.diagnose_attention_result(_pair(got[1]), q, k, v, causal)
     check_close(weights, torch.tensor([[1.0, 0.0], [0.5, 0.5]]), "the weights with a causal mask")
-    checks.diagnose_attention(_pair(got[2]), qb, kb, vb)
+    checks.diagnose_attention_result(_pair(got[2]), qb, kb, vb)
 
 
 def sdpa_hidden(seed: int, got: object) -> None:
@@ -165,7 +165,7 @@ def sdpa_hidden(seed: int, got: object) -> None:
             f"scaled_dot_product_attention(q {tuple(q.shape)}, k {tuple(k.shape)}, "
             f"v {tuple(v.shape)}, mask {None if mask is None else tuple(mask.shape)})"
         )
-        out, weights = checks.diagnose_attention(_pair(seen), q, k, v, mask, name=name)
+        out, weights = checks.diagnose_attention_result(_pair(seen), q, k, v, mask, name=name)
         ref_out, ref_w = reference_attention(q, k, v, mask)
         d = q.size(-1)
         wrong_w = {
@@ -200,9 +200,9 @@ def sdpa_hidden(seed: int, got: object) -> None:
 def heads_visible(seed: int, got: object) -> None:
     assert isinstance(got, dict)
     x, heads = draws.heads_visible_inputs()
-    split = checks.diagnose_split(got["split"], x, 2)
+    split = checks.diagnose_split_result(got["split"], x, 2)
     check_close(split, reference_split(x, 2), "split_heads(x, 2)")
-    merged = checks.diagnose_merge(got["merged"], heads)
+    merged = checks.diagnose_merge_result(got["merged"], heads)
     check_close(merged, x, "merge_heads(split_heads(x, 2)) (should give x back)")
 
 
@@ -213,14 +213,14 @@ def heads_hidden(seed: int, got: object) -> None:
     for case, seen in zip(cases, got["cases"], strict=True):
         x, nhead, heads = case["x"], case["nhead"], case["heads"]
         b, length, width = x.shape
-        split = checks.diagnose_split(seen["split"], x, nhead)
+        split = checks.diagnose_split_result(seen["split"], x, nhead)
         check_against_reference(
             split,
             reference_split(x, nhead),
             f"split_heads(x of shape {tuple(x.shape)}, nhead={nhead})",
             {checks.HEAD_AXIS: x.reshape(b, nhead, length, width // nhead)},
         )
-        merged = checks.diagnose_merge(seen["merged"], heads)
+        merged = checks.diagnose_merge_result(seen["merged"], heads)
         check_against_reference(
             merged,
             reference_merge(heads),
@@ -261,7 +261,7 @@ def mhsa_visible(seed: int, got: object) -> None:
     checks.diagnose_projection_facts(got["facts"], 8)
     got = returned(got)
     x = draws.module_visible_input(2, 5, 8, seed=1)
-    checks.diagnose_output_projection_outputs(got["probes"], tuple(x.shape))
+    checks.diagnose_output_projection_result(got["probes"], tuple(x.shape))
     reference = checks.torch_attention_like(attention_with(got["weights"], 8), nhead=2)
     with torch.no_grad():
         expected = checks.torch_attention_output(reference, x)
@@ -276,7 +276,7 @@ def mhsa_hidden(seed: int, got: object) -> None:
         d, h, x = case["d_model"], case["nhead"], case["x"]
         checks.diagnose_projection_facts(seen["facts"], d)
         seen = returned(seen)
-        checks.diagnose_output_projection_outputs(seen["probes"], tuple(x.shape))
+        checks.diagnose_output_projection_result(seen["probes"], tuple(x.shape))
         module = attention_with(seen["weights"], d)
         twin = checks.torch_attention_like(module, h)
         _count(seen["outs"], 3, "mask")
@@ -297,7 +297,7 @@ def mhsa_hidden(seed: int, got: object) -> None:
             again[:, :-1],
             "outputs before the last position when only the last token changes (causal mask)",
         )
-    checks.diagnose_gradients(returned(got["grads"])["parameters"], "MultiHeadSelfAttention")
+    checks.diagnose_gradients_result(returned(got["grads"])["parameters"], "MultiHeadSelfAttention")
 
 
 # ---------------------------------------------------------------- layer normalisation
@@ -305,7 +305,7 @@ def norm_visible(seed: int, got: object) -> None:
     cases = draws.norm_visible_inputs()
     _count(got, len(cases), "call")
     x = cases[0][0]
-    y = checks.diagnose_layer_norm(got[0], x)
+    y = checks.diagnose_layer_norm_result(got[0], x)
     check_close(
         y[0, 1], torch.tensor([-1.0, -1.0, 1.0, 1.0]), "layer_norm of [0, 0, 4, 4]", atol=1e-4
     )
@@ -392,7 +392,7 @@ def layer_hidden(seed: int, got: object) -> None:
         _layer_output(seen, case, [None, core.future_mask(x.shape[1])], name)
     _count(got["grads"], 2, "arrangement")
     for norm_first, grads in zip((False, True), got["grads"], strict=True):
-        checks.diagnose_gradients(
+        checks.diagnose_gradients_result(
             returned(grads)["parameters"], f"TransformerLayer(norm_first={norm_first})"
         )
 
@@ -405,7 +405,9 @@ def cross_visible(seed: int, got: object) -> None:
     x = draws.module_visible_input(2, 3, 8, seed=5)
     memory = draws.module_visible_input(2, 5, 8, seed=6)
     with torch.no_grad():
-        checks.check_cross_attention(got["out"], attention_with(got["weights"], 8), 2, x, memory)
+        checks.diagnose_cross_attention_result(
+            got["out"], attention_with(got["weights"], 8), 2, x, memory
+        )
 
 
 def cross_hidden(seed: int, got: object) -> None:
@@ -424,14 +426,14 @@ def cross_hidden(seed: int, got: object) -> None:
                 f"memory {tuple(memory.shape)}, mask {'None' if mask is None else 'given'}"
             )
             with torch.no_grad():
-                out = checks.check_cross_attention(out, module, h, x, memory, mask, name)
+                out = checks.diagnose_cross_attention_result(out, module, h, x, memory, mask, name)
             check_close(
                 changed[:, 1:],
                 out[:, 1:],
                 f"{name}: the outputs at positions 1.. when only x[:, 0] changes",
             )
     grads = returned(got["grads"])
-    checks.diagnose_gradients(grads["parameters"], "MultiHeadCrossAttention")
+    checks.diagnose_gradients_result(grads["parameters"], "MultiHeadCrossAttention")
     _count(grads["inputs"], 2, "input")
     for grad, label in zip(grads["inputs"], ("x", "memory"), strict=True):
         _gradient_reaches(

@@ -132,11 +132,11 @@ def _hidden(got: object, heads: bool = False) -> dict:
 
 
 def _independent_of_heads(got: object, d_model: int, name: str) -> None:
-    """As checks.check_independent_of_heads, on the counts observed for each nhead."""
+    """As checks.diagnose_independent_of_heads, on the counts observed for each nhead."""
     heads = checks.heads_of(d_model)
     values = _listed(got, len(heads), "count")
     read = {h: checks.as_count(v, name) for h, v in zip(heads, values, strict=True)}
-    checks.diagnose_head_counts(read, d_model, name)
+    checks.diagnose_independent_of_heads_result(read, d_model, name)
 
 
 # ---------------------------------------------------------------- the embedding

@@ -45,14 +45,14 @@ def batches_visible(seed: int, got: object) -> None:
     sizes = probe.VISIBLE_BATCHES
     check(isinstance(got, list) and len(got) == len(sizes), "not one observation per stream")
     for (n_tokens, seq_len), result in zip(sizes, got, strict=True):
-        checks.diagnose_lm_batches(result, n_tokens, seq_len)
+        checks.diagnose_lm_batches_result(result, n_tokens, seq_len)
 
 
 def batches_hidden(seed: int, got: object) -> None:
     cases = probe.batch_cases(seed)
     check(isinstance(got, list) and len(got) == len(cases), "not one observation per stream")
     for (n_tokens, seq_len, stream), seen in zip(cases, got, strict=True):
-        checks.diagnose_lm_batches(seen["counting"], n_tokens, seq_len)
+        checks.diagnose_lm_batches_result(seen["counting"], n_tokens, seq_len)
         result = seen["random"]
         name = f"make_lm_batches(random stream of {n_tokens} ids, seq_len={seq_len})"
         pair = isinstance(result, list) or isinstance(result, torch.Tensor) and result.dim() > 0
@@ -103,15 +103,15 @@ def model_visible(seed: int, got: object) -> None:
     check(bool(((src >= 0) & (src < ntokens)).all()), "the visible input is not token ids")
     name = f"model(src of shape {tuple(src.shape)}, mask)"
     masked = check_tensor(got["masked"], name)
-    checks.diagnose_logits(masked, 3, 7, ntokens)
+    checks.diagnose_logits_result(masked, 3, 7, ntokens)
     unmasked = check_tensor(got["unmasked"], name)
-    checks.diagnose_logits(unmasked, 3, 7, ntokens)
+    checks.diagnose_logits_result(unmasked, 3, 7, ntokens)
     _causality(masked, unmasked, got["changed"], 7)
     repeated = check_tensor(got["repeated"], "model(src of shape (1, 6), mask)")
-    checks.diagnose_position_logits(repeated[0], got["pos_encoder_called"] is True)
+    checks.diagnose_positions_result(repeated[0], got["pos_encoder_called"] is True)
     if got["pos_encoder_input"] is not None:
         weight = check_tensor(got["embedding"], "the embedding's weight")
-        checks.diagnose_scaling_input(got["pos_encoder_input"], weight, src, weight.size(1))
+        checks.diagnose_scaling_result(got["pos_encoder_input"], weight, src, weight.size(1))
 
 
 def _causality(masked: torch.Tensor, unmasked: torch.Tensor, changed: object, length: int) -> None:
@@ -121,7 +121,7 @@ def _causality(masked: torch.Tensor, unmasked: torch.Tensor, changed: object, le
     )
     for other in changed:
         check_tensor(other, "the logits for a changed future")
-    checks.diagnose_causal_logits(masked, changed, lambda: unmasked)
+    checks.diagnose_causality_result(masked, changed, lambda: unmasked)
 
 
 def position_table(length: int, d_model: int) -> torch.Tensor:
@@ -351,7 +351,7 @@ def mistaken_induction(weights: torch.Tensor, period: int) -> dict[str, torch.Te
 
 
 def _uniform_scores(got: object, expected: list[float], name: str) -> None:
-    scores = checks.diagnose_head_scores(got, 2, name)
+    scores = checks.diagnose_head_scores_result(got, 2, name)
     check_against_reference(scores, torch.tensor(expected), name, atol=1e-6, rtol=1e-6)
 
 
@@ -359,7 +359,7 @@ def previous_visible(seed: int, got: object) -> None:
     """As the visible cell: the one-hot patterns, then two uniform heads on 6 positions."""
     assert isinstance(got, dict)
     length = probe.VISIBLE_PREVIOUS_LENGTH
-    checks.diagnose_previous_token_values(got["patterns"], length)
+    checks.diagnose_previous_token_result(got["patterns"], length)
     causal = sum(1 / (i + 1) for i in range(1, length)) / (length - 1)
     name = f"previous_token_score(two uniform heads, L={length})"
     _uniform_scores(got["uniform"], [causal, 1 / length], name)
@@ -375,7 +375,7 @@ def previous_hidden(seed: int, got: object) -> None:
     for weights, result in zip(cases, results, strict=True):
         heads = weights.size(0)
         name = f"previous_token_score(random weights of shape {tuple(weights.shape)})"
-        scores = checks.diagnose_head_scores(result, heads, name)
+        scores = checks.diagnose_head_scores_result(result, heads, name)
         check_against_reference(
             scores,
             reference_previous(weights),
@@ -384,13 +384,13 @@ def previous_hidden(seed: int, got: object) -> None:
             atol=1e-5,
             rtol=1e-5,
         )
-    checks.diagnose_previous_token_values(got["patterns"], probe.HIDDEN_PREVIOUS_LENGTH)
+    checks.diagnose_previous_token_result(got["patterns"], probe.HIDDEN_PREVIOUS_LENGTH)
 
 
 def induction_visible(seed: int, got: object) -> None:
     """As the visible cell: the one-hot patterns, then two uniform heads on 8 positions."""
     assert isinstance(got, dict)
-    checks.diagnose_induction_values(got["patterns"], *probe.VISIBLE_INDUCTION)
+    checks.diagnose_induction_result(got["patterns"], *probe.VISIBLE_INDUCTION)
     length, period = probe.VISIBLE_INDUCTION_UNIFORM
     causal = sum(1 / (i + 1) for i in range(period, length)) / (length - period)
     name = f"induction_score(two uniform heads, L={length}, period={period})"
@@ -407,7 +407,7 @@ def induction_hidden(seed: int, got: object) -> None:
     for (weights, period), result in zip(cases, results, strict=True):
         heads = weights.size(0)
         name = f"induction_score(random weights of shape {tuple(weights.shape)}, period={period})"
-        scores = checks.diagnose_head_scores(result, heads, name)
+        scores = checks.diagnose_head_scores_result(result, heads, name)
         check_against_reference(
             scores,
             reference_induction(weights, period),
@@ -416,4 +416,4 @@ def induction_hidden(seed: int, got: object) -> None:
             atol=1e-5,
             rtol=1e-5,
         )
-    checks.diagnose_induction_values(got["patterns"], *probe.HIDDEN_INDUCTION)
+    checks.diagnose_induction_result(got["patterns"], *probe.HIDDEN_INDUCTION)

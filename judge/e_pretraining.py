@@ -87,7 +87,7 @@ def last_token_hidden(seed: int, got: object) -> None:
 def _outputs(seen: dict, ids: torch.Tensor, lengths: torch.Tensor, n_classes: int) -> None:
     """checks.diagnose_classifier_output on the outputs the probe observed."""
     outputs = seen["outputs"]
-    checks.diagnose_classifier_outputs(
+    checks.diagnose_classifier_output_result(
         lambda key: returned(outputs[key], f"the classifier on the input '{key}'"),
         lambda: returned(seen["seen"], "the classifier, observed by checks.record_forward"),
         ids,
@@ -201,9 +201,9 @@ def mask_visible(seed: int, got: object) -> None:
     generator seed 1), then reproducibility with generator seeds 11, 11, 12 and None."""
     assert isinstance(got, dict)
     original = checks.mask_tokens_input(1000, 0)
-    checks.diagnose_mask_result(got["result"], got["ids"], original, 1000)
+    checks.diagnose_mask_tokens_result(got["result"], got["ids"], original, 1000)
     runs = got["generator"]
-    checks.diagnose_generator_runs(lambda i: returned(runs[i], "mask_tokens"))
+    checks.diagnose_mask_generator_result(lambda i: returned(runs[i], "mask_tokens"))
 
 
 def mask_hidden(seed: int, got: object) -> None:
@@ -214,7 +214,7 @@ def mask_hidden(seed: int, got: object) -> None:
     vocab, ids_seed, _ = probe.mask_check_case(seed)
     original = checks.mask_tokens_input(vocab, ids_seed, probe.MASK_SHAPE)
     result = returned(got["check"]["result"], "mask_tokens")
-    checks.diagnose_mask_result(result, got["check"]["ids"], original, vocab)
+    checks.diagnose_mask_tokens_result(result, got["check"]["ids"], original, vocab)
     cases = probe.mask_cases(seed)
     for (vocab, p, copy, _), seen in zip(cases, one_per_case(got["cases"], cases), strict=True):
         inputs, labels = returned(seen["result"], "mask_tokens")
@@ -283,9 +283,9 @@ def attention_step_visible(seed: int, got: object) -> None:
     of 6 positions fed one at a time against causal attention over the whole sequence."""
     assert isinstance(got, dict)
     inputs = checks.readable_step_inputs(*probe.VISIBLE_STEP, seed=0)
-    checks.diagnose_step_result(returned(got["step"], "attention_step"), *inputs)
+    checks.diagnose_attention_step_result(returned(got["step"], "attention_step"), *inputs)
     q, k, v = checks.sequence_inputs(*probe.VISIBLE_SEQUENCE, seed=0)
-    out = checks.diagnose_steps(returned(got["steps"], "attention_step"), q, k, v)
+    out = checks.diagnose_steps_result(returned(got["steps"], "attention_step"), q, k, v)
     expected, _ = stepped_attention(q, k, v)
     check_against_reference(
         out, expected, "attention_step, one position at a time (B=2, H=3, L=6, dh=8)"
@@ -300,12 +300,12 @@ def attention_step_hidden(seed: int, got: object) -> None:
     cases = probe.step_cases(seed)
     for case, seen in zip(cases, one_per_case(got["steps"], cases), strict=True):
         inputs = checks.readable_step_inputs(*case)
-        checks.diagnose_step_result(returned(seen, "attention_step"), *inputs)
+        checks.diagnose_attention_step_result(returned(seen, "attention_step"), *inputs)
     cases = probe.sequence_cases(seed)
     for case, seen in zip(cases, one_per_case(got["sequences"], cases), strict=True):
         batch, heads, length, width, case_seed = case
         q, k, v = checks.sequence_inputs(batch, heads, length, width, case_seed, torch.float64)
-        out = checks.diagnose_steps(returned(seen, "attention_step"), q, k, v)
+        out = checks.diagnose_steps_result(returned(seen, "attention_step"), q, k, v)
         expected, mistakes = stepped_attention(q, k, v)
         check_against_reference(
             out,

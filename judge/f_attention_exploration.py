@@ -48,7 +48,7 @@ def _read_out(
     assert isinstance(got, dict)
     call = f"{name}(keys, {', '.join(map(str, wanted))})"
     basis = _observed(got["basis"])
-    checks.diagnose_read_out(got["query"], call, keys, values, wanted, basis)
+    checks.diagnose_read_out_result(got["query"], call, keys, values, wanted, basis)
 
 
 def copy_visible(seed: int, got: object) -> None:
@@ -76,25 +76,25 @@ def average_hidden(seed: int, got: object) -> None:
 # ---------------------------------------------------------------- noisy keys, two heads
 def noisy_visible(seed: int, got: object) -> None:
     cell_seed, (a, b) = probe.VISIBLE_NOISY
-    checks.diagnose_noisy_average(got, *probe.visible_basis(cell_seed), a, b)
+    checks.diagnose_noisy_average_result(got, *probe.visible_basis(cell_seed), a, b)
 
 
 def noisy_hidden(seed: int, got: object) -> None:
     cases = probe.noisy_cases(seed)
     for (means, values, a, b, noise), seen in zip(cases, _each(got, cases, "query"), strict=True):
-        checks.diagnose_noisy_average(seen, means, values, a, b, seed=noise)
+        checks.diagnose_noisy_average_result(seen, means, values, a, b, seed=noise)
 
 
 def two_heads_visible(seed: int, got: object) -> None:
     cell_seed, (a, b) = probe.VISIBLE_TWO_HEADS
-    checks.diagnose_two_heads(got, *probe.visible_basis(cell_seed), a, b)
+    checks.diagnose_two_heads_result(got, *probe.visible_basis(cell_seed), a, b)
 
 
 def two_heads_hidden(seed: int, got: object) -> None:
     """As the hidden cell: the check, and a spread far below that of one head s (mu_a + mu_b)."""
     cases = probe.two_heads_cases(seed)
     for (means, values, a, b, noise), seen in zip(cases, _each(got, cases, "pair"), strict=True):
-        _, spread = checks.diagnose_two_heads(seen, means, values, a, b, seed=noise)
+        _, spread = checks.diagnose_two_heads_result(seen, means, values, a, b, seed=noise)
         one_head = [50.0 * (means[a] + means[b])]
         single = spread_experiment(one_head, means, values, a, b, checks.ALPHA, seed=noise)
         single_spread = (torch.quantile(single, 0.75) - torch.quantile(single, 0.25)).item()
@@ -108,7 +108,7 @@ def two_heads_hidden(seed: int, got: object) -> None:
 # ---------------------------------------------------------------- key, query, value matrices
 def _kqv(got: object, us: torch.Tensor) -> None:
     assert isinstance(got, dict)
-    checks.diagnose_kqv(got["out"], us, _observed_matrices(got["basis"]))
+    checks.diagnose_kqv_result(got["out"], us, _observed_matrices(got["basis"]))
 
 
 def kqv_visible(seed: int, got: object) -> None:

@@ -145,7 +145,7 @@ def groups_hidden(seed: int, got: object) -> None:
 
 
 def lr_visible(seed: int, got: object) -> None:
-    recipe_checks.diagnose_lr_visible(got)
+    recipe_checks.judge_lr_visible(got)
 
 
 def lr_hidden(seed: int, got: object) -> None:

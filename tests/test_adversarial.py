@@ -117,7 +117,7 @@ PATCH_USER_NS = """
 ip = get_ipython()
 ip.user_ns['check_close'] = lambda *args, **kwargs: None
 ip.user_ns['check'] = lambda *args, **kwargs: None
-ip.user_ns['checks'].diagnose_causal_mask = lambda mask, size: mask
+ip.user_ns['checks'].diagnose_causal_mask_result = lambda mask, size: mask
 """
 PATCH_EVERYTHING = """
 import builtins, sys, torch, course.testcells, course.guard, course.verify
@@ -253,7 +253,7 @@ CASES: dict[str, Callable[[NotebookNode], NotebookNode] | str] = {
     "patch_helpers": set_code(
         MASK,
         "import course.testcells\ncourse.testcells.check_close = lambda *a, **k: None\n"
-        f"checks.diagnose_causal_mask = lambda mask, sz: mask\n\n{WRONG_MASK}",
+        f"checks.diagnose_causal_mask_result = lambda mask, sz: mask\n\n{WRONG_MASK}",
     ),
     "edit_sys_modules": set_code(
         MASK, f"import sys\nsys.modules['course.a_masks.checks'] = None\n\n{WRONG_MASK}"

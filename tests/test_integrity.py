@@ -24,7 +24,7 @@ HIDDEN = {"_reference_mask", "_mistaken_tables"}
         ("setattr(torch, 'equal', lambda *a: True)", "setattr"),
         ("check_close = lambda *a, **k: None", "check_close"),
         ("def passed(what):\n    pass", "passed"),
-        ("checks.diagnose_causal_mask = print", "checks.diagnose_causal_mask"),
+        ("checks.diagnose_causal_mask_result = print", "checks.diagnose_causal_mask_result"),
         ("import course.testcells\ncourse.testcells.check = print", "course.testcells.check"),
         ("import sys\nsys.modules['course.a_masks.checks'] = None", "sys.modules"),
         ("import sys\nsys.modules.pop('torch')", "sys.modules"),

@@ -8,8 +8,12 @@
   ``judge/`` names ``grader`` in an import, even one inside a function;
 - ``grader/`` has no import cycle, and every import made inside a function says why in a
   comment; no module of ``course/``, ``grader/`` or ``judge/`` is over 500 lines, no function
-  over 60 (but a listed few of ``course/``);
+  over 60;
 - each test cell is declared once, in its probe's table ``CELLS``;
+- the public functions of the checks modules follow the verbs of CONTRIBUTING.md: a
+  ``diagnose_X`` or ``observe_X`` takes code, a ``diagnose_X_result`` or ``_value`` what it
+  returned (``got``), a ``diagnose_X_facts`` the facts read of it, a ``judge_X`` or ``check_X`` an
+  observation or a value, and ``X_cases`` a seed;
 - ``course/`` has one subpackage per assignment, mirroring ``source/`` and ``demo/``;
 - no module of ``course/`` defines a graded function or class, under its name or under the
   names its copies once had there.
@@ -158,35 +162,96 @@ def test_the_kernel_side_and_the_judge_never_name_the_grader(side: str) -> None:
         assert not named, f"{path.relative_to(REPO)} imports {named}"
 
 
-# Functions of course/ over 60 lines, still to split (a new one fails the test below).
-LONG_COURSE_FUNCTIONS = {
-    "course/a_masks/checks.py": {"diagnose_causal_mask", "_rotary_mistakes"},
-    "course/b_attention/attention_checks.py": {"diagnose_attention"},
-    "course/b_attention/projection_checks.py": {"check_cross_attention"},
-    "course/d_language_model/checks.py": {"diagnose_lm_batches"},
-    "course/e_pretraining/kv_cache_checks.py": {"_diagnose_step_weights"},
-    "course/e_pretraining/masking_checks.py": {"diagnose_mask_result"},
-    "course/f_attention_exploration/checks.py": {"diagnose_read_out"},
-    "course/g_birth_places/finetune.py": {"train_steps"},
-    "course/g_birth_places/span_checks.py": {"pieces"},
-    "course/plots.py": {"mask_heatmap"},
-    "course/training.py": {"train_lm"},
-}
-
-
 def test_modules_and_functions_stay_short() -> None:
-    """No module of course/, grader/ or judge/ over 500 lines; no function over 60 (a screen),
-    but the few of course/ listed above."""
+    """No module of course/, grader/ or judge/ over 500 lines; no function over 60 (a screen)."""
     paths = [*(REPO / "course").rglob("*.py"), *(REPO / "grader").glob("*.py")]
     for path in sorted([*paths, *(REPO / "judge").glob("*.py")]):
         text, name = path.read_text(), str(path.relative_to(REPO))
         assert len(text.splitlines()) <= 500, f"{name} is over 500 lines"
-        allowed = LONG_COURSE_FUNCTIONS.get(name, set())
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 length = node.end_lineno - node.lineno + 1
-                too_long = length > 60 and node.name not in allowed
-                assert not too_long, f"{name}: {node.name} has {length} lines"
+                assert length <= 60, f"{name}: {node.name} has {length} lines"
+
+
+# The annotations of a first parameter that is code: a function, a class, a module.
+CODE = ("Callable", "nn.Module", "type[")
+# Names that say a parameter is what code returned (a callable may give outputs too).
+OUTPUTS = {"got", "out", "output", "outputs", "result", "results", "value", "values"}
+
+
+def verb_problem(function: ast.FunctionDef) -> str | None:
+    """What is wrong with the name or the first parameter of a public function of a checks
+    module, by the verbs of CONTRIBUTING.md (None: nothing)."""
+    name, params = function.name, function.args.args
+    first = params[0].arg if params else ""
+    annotation = ast.unparse(params[0].annotation) if params and params[0].annotation else ""
+    code = annotation.startswith(CODE) and first not in OUTPUTS
+    if name.startswith("diagnose_") and name.endswith(("_result", "_value")):
+        return None if first == "got" else f"{name} decides on what the code returned: (got, ...)"
+    if name.startswith("diagnose_") and name.endswith("_facts"):
+        return None if first == "facts" else f"{name} decides on facts: (facts, ...)"
+    if name.startswith(("diagnose_", "observe_")):
+        if code:
+            return None
+        return (
+            f"{name} takes {first or 'nothing'} ({annotation or 'no annotation'}), not code: a "
+            "function that takes an output is diagnose_X_result(got, ...) (or _value, _facts)"
+        )
+    if name.startswith(("judge_", "check_")) and (code or not annotation):
+        return f"{name} decides on an observation or a value, not on code ({first}: {annotation})"
+    if name.endswith("_cases") and params and first != "seed":
+        return f"{name} draws the hidden cases: (seed, ...)"
+    return None
+
+
+@pytest.mark.parametrize(
+    ("source", "wrong"),
+    [
+        ("def diagnose_causal_mask(mask: object, sz: int): ...", True),
+        ("def diagnose_causal_mask_result(got: object, sz: int): ...", False),
+        ("def diagnose_split(out: torch.Tensor, x: torch.Tensor): ...", True),
+        ("def diagnose_read_out(function: Callable, name: str): ...", False),
+        ("def diagnose_frozen(model: nn.Module): ...", False),
+        ("def diagnose_perplexity(perplexity_fn, mean_nll: float): ...", True),
+        ("def diagnose_storage_sizes(sizes: dict, max_len: int): ...", True),
+        ("def diagnose_head_facts(facts: dict, d_model: int): ...", False),
+        ("def diagnose_count_value(value: object): ...", True),
+        ("def diagnose_generator_runs(output: Callable[[int], object]): ...", True),
+        ("def diagnose_mask_generator_result(got: Callable[[int], object]): ...", False),
+        ("def observe_gpt(cls: Callable[..., nn.Module], case: dict): ...", False),
+        ("def judge_gpt(got: object, case: dict): ...", False),
+        ("def check_kqv(function: Callable, us: torch.Tensor): ...", True),
+        ("def previous_token_cases(length: int): ...", True),
+        ("def sample_visible_cases(): ...", False),
+        ("def encoding_table(module: nn.Module, length: int): ...", False),
+    ],
+)
+def test_the_verb_rule_tells_an_output_from_code(source: str, wrong: bool) -> None:
+    function = ast.parse(source).body[0]
+    assert isinstance(function, ast.FunctionDef)
+    assert (verb_problem(function) is not None) == wrong
+
+
+def checks_modules() -> list[Path]:
+    """Every ``checks.py`` of course/ and the topic modules beside it (``*_checks.py``)."""
+    return sorted(
+        {*(REPO / "course").glob("*/checks.py"), *(REPO / "course").glob("*/*_checks.py")}
+    )
+
+
+def test_the_checks_follow_the_verbs() -> None:
+    """A function of the checks that takes an output is named for it (CONTRIBUTING.md, Verbs)."""
+    problems, verbs = [], 0
+    for path in checks_modules():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+                verbs += node.name.startswith(("diagnose_", "observe_", "judge_"))
+                problem = verb_problem(node)
+                if problem:
+                    problems.append(f"{path.relative_to(REPO)}: {problem}")
+    assert verbs > 80, verbs
+    assert not problems, "\n".join(problems)
 
 
 def test_one_package_per_assignment_mirrors_source_and_demo() -> None:

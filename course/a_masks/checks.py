@@ -1,7 +1,9 @@
 """Checks for assignment A (masks and positions): they name the usual mistakes.
 
-The functions take the student's output (or class) and raise :class:`GradingError` with a message
-that names what is wrong. They check properties stated in the syllabus; none computes the answer.
+``diagnose_X(code, ...)`` runs the student's code; ``diagnose_X_result(got, ...)``,
+``diagnose_X_value(got)`` and ``diagnose_X_facts(facts, ...)`` decide on what it returned or what
+was read of it. Each raises :class:`GradingError` with a message that names what is wrong. They
+check properties stated in the syllabus; none computes the answer.
 """
 
 from __future__ import annotations
@@ -17,13 +19,22 @@ NEG_INF = float("-inf")
 
 
 # ---------------------------------------------------------------- causal mask
-def diagnose_causal_mask(mask: object, sz: int) -> torch.Tensor:
-    """Check a causal mask of size ``sz``: float, 0.0 on and below the diagonal, -inf above."""
+def diagnose_causal_mask_result(got: object, sz: int) -> torch.Tensor:
+    """Check the causal mask ``generate_square_subsequent_mask(sz)`` returned: float, 0.0 on and
+    below the diagonal, -inf above; return it."""
     name = f"generate_square_subsequent_mask({sz})"
-    mask = check_tensor(mask, name, shape=(sz, sz))
+    mask = check_tensor(got, name, shape=(sz, sz))
+    _diagnose_mask_dtype(mask, sz, name)
     lower = torch.tril(torch.ones(sz, sz, dtype=torch.bool))  # on and below the diagonal
-    upper = ~lower
+    _diagnose_mask_pattern(mask, sz, name, lower)
+    _diagnose_mask_entries(mask[lower], mask[~lower], name)
+    return mask
+
+
+def _diagnose_mask_dtype(mask: torch.Tensor, sz: int, name: str) -> None:
+    """A boolean mask (inverted or not) or an integer one is named; float32 is asked for."""
     if mask.dtype == torch.bool:
+        lower = torch.tril(torch.ones(sz, sz, dtype=torch.bool))
         if sz > 0 and torch.equal(mask, lower):  # True exactly where attention is allowed
             fail(
                 f"{name} is a boolean mask with inverted meaning: it is True where attention is "
@@ -45,7 +56,11 @@ def diagnose_causal_mask(mask: object, sz: int) -> torch.Tensor:
         mask.dtype == torch.float32,
         expected_got(f"{name} has the wrong dtype.", torch.float32, mask.dtype),
     )
-    allowed, blocked = mask[lower], mask[upper]
+
+
+def _diagnose_mask_pattern(mask: torch.Tensor, sz: int, name: str, lower: torch.Tensor) -> None:
+    """The whole-mask mistakes: a blocked diagonal, 1 where allowed, the transposed mask."""
+    allowed, blocked = mask[lower], mask[~lower]
     if bool(torch.isinf(mask.diagonal()).any()):
         fail(
             f"{name} blocks the diagonal: a token must be allowed to attend to itself "
@@ -68,6 +83,10 @@ def diagnose_causal_mask(mask: object, sz: int) -> torch.Tensor:
             "see the future (above the diagonal). Row i is the query at position i; column j is "
             "the key at position j; block j > i."
         )
+
+
+def _diagnose_mask_entries(allowed: torch.Tensor, blocked: torch.Tensor, name: str) -> None:
+    """The first wrong entry: not 0.0 on and below the diagonal, not -inf above it."""
     bad_allowed = allowed[allowed != 0]
     if bad_allowed.numel():
         fail(
@@ -88,14 +107,14 @@ def diagnose_causal_mask(mask: object, sz: int) -> torch.Tensor:
         fail(
             expected_got(f"{name}: positions above the diagonal must be -inf.", "-inf", value, hint)
         )
-    return mask
 
 
 # ---------------------------------------------------------------- padding mask
-def diagnose_padding_mask(mask: object, lengths: torch.Tensor, max_len: int) -> torch.Tensor:
-    """Check a key-padding mask: bool ``(B, max_len)``, True at padded positions."""
+def diagnose_padding_mask_result(got: object, lengths: torch.Tensor, max_len: int) -> torch.Tensor:
+    """Check the key-padding mask ``make_padding_mask(lengths, max_len)`` returned: bool
+    ``(B, max_len)``, True at padded positions; return it."""
     name = f"make_padding_mask(lengths={lengths.tolist()}, max_len={max_len})"
-    mask = check_tensor(mask, name, shape=(len(lengths), max_len))
+    mask = check_tensor(got, name, shape=(len(lengths), max_len))
     if mask.dtype != torch.bool:
         fail(
             expected_got(
@@ -135,13 +154,14 @@ def encoding_table(module: nn.Module, length: int, width: int) -> torch.Tensor:
     return out[0]
 
 
-def diagnose_encoding_values(table: torch.Tensor) -> None:
-    """Name the usual mistakes from a few entries of a table with D = 4.
+def diagnose_encoding_table_value(got: torch.Tensor) -> None:
+    """Name the usual mistakes from a few entries of the table (:func:`encoding_table`) of a
+    PositionalEncoding with D = 4.
 
     With D = 4 the frequencies are 1 (dimensions 0, 1) and 1/100 (dimensions 2, 3), so
     PE[1] = (sin 1, cos 1, sin 0.01, cos 0.01).
     """
-    row = [float(v) for v in table[1]]
+    row = [float(v) for v in got[1]]
     expected = [math.sin(1), math.cos(1), math.sin(0.01), math.cos(0.01)]
 
     def near(a: float, b: float) -> bool:
@@ -183,10 +203,10 @@ def diagnose_encoding_values(table: torch.Tensor) -> None:
 
 def diagnose_encoding_storage(module: nn.Module, max_len: int, width: int) -> None:
     """The table must be a buffer: in state_dict, moved by .to(), not a parameter."""
-    diagnose_storage_sizes(storage_sizes(module), max_len, width)
+    diagnose_encoding_storage_facts(encoding_storage_facts(module), max_len, width)
 
 
-def storage_sizes(module: nn.Module) -> dict[str, list[int]]:
+def encoding_storage_facts(module: nn.Module) -> dict[str, list[int]]:
     """The sizes of a module's parameters, buffers and state_dict entries."""
     return {
         "parameters": [p.numel() for p in module.parameters()],
@@ -195,9 +215,9 @@ def storage_sizes(module: nn.Module) -> dict[str, list[int]]:
     }
 
 
-def diagnose_storage_sizes(sizes: dict[str, list[int]], max_len: int, width: int) -> None:
-    """:func:`diagnose_encoding_storage` on the sizes :func:`storage_sizes` reads."""
-    size = max_len * width
+def diagnose_encoding_storage_facts(facts: dict[str, list[int]], max_len: int, width: int) -> None:
+    """:func:`diagnose_encoding_storage` on the sizes :func:`encoding_storage_facts` reads."""
+    sizes, size = facts, max_len * width
     if any(n == size for n in sizes["parameters"]):
         fail(
             "PositionalEncoding stores its table as an nn.Parameter: the optimiser would train "
@@ -227,6 +247,27 @@ def _turned(a: torch.Tensor, b: torch.Tensor, angle: torch.Tensor) -> torch.Tens
     return torch.stack([a * cos - b * sin, a * sin + b * cos], dim=-1).flatten(-2)
 
 
+# The messages of the usual wrong versions of apply_rotary, in the order of _rotary_mistakes.
+ROTARY_MISTAKES = (
+    "apply_rotary pairs dimension i with dimension i + d/2 (the 'rotate_half' "
+    "convention of GPT-NeoX and of Hugging Face's LLaMA). This exercise pairs "
+    "NEIGHBOURS: (x[..., 2i], x[..., 2i+1]) is the pair turned by m * base^(-2i/d). "
+    "Take a = x[..., 0::2] and b = x[..., 1::2], not the two halves of x.",
+    "apply_rotary gives every dimension j its own angle m * base^(-j/d), so the two "
+    "dimensions of a pair are not turned as one. The angle belongs to the PAIR i: both "
+    "x[..., 2i] and x[..., 2i+1] use m * base^(-2i/d) (exponent 2i/d, with i the pair's "
+    "index, not the dimension's).",
+    "apply_rotary uses the frequencies base^(-i/d): the factor 2 of the exponent 2i/d "
+    "is missing, so the frequencies decay too slowly. Pair i (dimensions 2i and 2i+1) "
+    "turns by m * base^(-2i/d).",
+    "apply_rotary turns the pairs the wrong way (by -t instead of t): the signs of the "
+    "sines are flipped. The turn by t maps (a, b) to "
+    "(a cos t - b sin t, a sin t + b cos t).",
+    "apply_rotary counts the positions from 1: the first token is turned too. Positions "
+    "count from 0 (m = 0 .. L-1), so the first token is left as it is.",
+)
+
+
 def _rotary_mistakes(x: torch.Tensor, base: float) -> list[tuple[bool, torch.Tensor, str]]:
     """The outputs of the usual wrong versions of apply_rotary on ``x`` (float64).
 
@@ -234,9 +275,22 @@ def _rotary_mistakes(x: torch.Tensor, base: float) -> list[tuple[bool, torch.Ten
     shape (for instance, with d = 2 the halves are the neighbours), its output, and the message.
     """
     length, width = x.shape[-2], x.shape[-1]
+    slow = base != 1
+    telling = (
+        length >= 2 and width >= 4,
+        length >= 2 and slow,
+        length >= 2 and width >= 4 and slow,
+        length >= 2,
+        True,
+    )
+    return list(zip(telling, _rotary_wrong_outputs(x, base), ROTARY_MISTAKES, strict=True))
+
+
+def _rotary_wrong_outputs(x: torch.Tensor, base: float) -> list[torch.Tensor]:
+    """What each wrong version of :data:`ROTARY_MISTAKES` returns for ``x`` (float64)."""
+    length, width = x.shape[-2], x.shape[-1]
     position = torch.arange(length, dtype=torch.float64)
     pair = torch.arange(width // 2, dtype=torch.float64)  # i = 0 .. d/2 - 1
-    slow = base != 1
     theta = base ** (-2 * pair / width)  # the frequencies of the syllabus, one per pair
     a, b = x[..., 0::2], x[..., 1::2]
 
@@ -255,47 +309,10 @@ def _rotary_mistakes(x: torch.Tensor, base: float) -> list[tuple[bool, torch.Ten
     no_two = _turned(a, b, torch.outer(position, base ** (-pair / width)))
     wrong_way = _turned(a, b, -angle)
     from_one = _turned(a, b, torch.outer(position + 1, theta))
-    return [
-        (
-            length >= 2 and width >= 4,
-            halves,
-            "apply_rotary pairs dimension i with dimension i + d/2 (the 'rotate_half' "
-            "convention of GPT-NeoX and of Hugging Face's LLaMA). This exercise pairs "
-            "NEIGHBOURS: (x[..., 2i], x[..., 2i+1]) is the pair turned by m * base^(-2i/d). "
-            "Take a = x[..., 0::2] and b = x[..., 1::2], not the two halves of x.",
-        ),
-        (
-            length >= 2 and slow,
-            per_dimension,
-            "apply_rotary gives every dimension j its own angle m * base^(-j/d), so the two "
-            "dimensions of a pair are not turned as one. The angle belongs to the PAIR i: both "
-            "x[..., 2i] and x[..., 2i+1] use m * base^(-2i/d) (exponent 2i/d, with i the pair's "
-            "index, not the dimension's).",
-        ),
-        (
-            length >= 2 and width >= 4 and slow,
-            no_two,
-            "apply_rotary uses the frequencies base^(-i/d): the factor 2 of the exponent 2i/d "
-            "is missing, so the frequencies decay too slowly. Pair i (dimensions 2i and 2i+1) "
-            "turns by m * base^(-2i/d).",
-        ),
-        (
-            length >= 2,
-            wrong_way,
-            "apply_rotary turns the pairs the wrong way (by -t instead of t): the signs of the "
-            "sines are flipped. The turn by t maps (a, b) to "
-            "(a cos t - b sin t, a sin t + b cos t).",
-        ),
-        (
-            True,
-            from_one,
-            "apply_rotary counts the positions from 1: the first token is turned too. Positions "
-            "count from 0 (m = 0 .. L-1), so the first token is left as it is.",
-        ),
-    ]
+    return [halves, per_dimension, no_two, wrong_way, from_one]
 
 
-def diagnose_rotary(rotated: object, x: torch.Tensor, base: float) -> torch.Tensor:
+def diagnose_rotary_result(got: object, x: torch.Tensor, base: float) -> torch.Tensor:
     """Check the output of ``apply_rotary(x, base)`` for the usual mistakes; return it.
 
     It reads properties of the output (shape, dtype, finite values, the length of each pair
@@ -303,7 +320,7 @@ def diagnose_rotary(rotated: object, x: torch.Tensor, base: float) -> torch.Tens
     version when the output is that version's. The test cell then compares the values.
     """
     name = f"apply_rotary(x of shape {tuple(x.shape)})"
-    rotated = check_tensor(rotated, name, shape=tuple(x.shape))
+    rotated = check_tensor(got, name, shape=tuple(x.shape))
     check(
         rotated.dtype == x.dtype,
         expected_got(

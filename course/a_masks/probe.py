@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from course.a_masks.checks import storage_sizes
+from course.a_masks.checks import encoding_storage_facts
 from course.probing import by_cell, draw
 from course.verify import student
 
@@ -96,7 +96,7 @@ def padding_hidden(ns: dict, seed: int) -> object:
 
 def _encoding(ns: dict, width: int, max_len: int, length: int, x: torch.Tensor) -> dict:
     module = student(ns, "PositionalEncoding")(width, dropout=0.0, max_len=max_len)
-    sizes = storage_sizes(module)
+    sizes = encoding_storage_facts(module)
     module.eval()
     with torch.no_grad():
         table = module(torch.zeros(1, length, width))

@@ -41,30 +41,30 @@ PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
 
 
 # ---------------------------------------------------------------- scaled dot-product attention
-def diagnose_attention(
-    result: object,
+def diagnose_attention_result(
+    got: object,
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
     mask: torch.Tensor | None = None,
     name: str = "scaled_dot_product_attention",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Check the (output, weights) of an attention call by their properties; return them.
+    """Check the (output, weights) an attention call returned by their properties; return them.
 
     Weights must be probabilities over the keys (last axis), exactly 0 where the mask is -inf,
     the output must be ``weights @ v``, and the softmax temperature implied by the weights must
     be sqrt(d).
     """
     check(
-        isinstance(result, tuple) and len(result) == 2,
+        isinstance(got, tuple) and len(got) == 2,
         expected_got(
             f"{name} should return a tuple (output, weights).",
             "(output, weights)",
-            type(result).__name__,
+            type(got).__name__,
         ),
     )
-    assert isinstance(result, tuple)
-    out, weights = result
+    assert isinstance(got, tuple)
+    out, weights = got
     lq, d, lk, dv = q.shape[-2], q.shape[-1], k.shape[-2], v.shape[-1]
     batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     if mask is not None:
@@ -77,9 +77,22 @@ def diagnose_attention(
         if mask is None
         else mask.detach().to(torch.float64).expand(*batch, lq, lk)
     )
+    _diagnose_weights(w, m, mask is not None, name)
+    _diagnose_temperature(q, k, w, m, d, name)
+    expected_out = w @ v.detach().to(torch.float64)
+    check(
+        torch.allclose(out.detach().to(torch.float64), expected_out, atol=1e-4, rtol=1e-4),
+        f"{name}: the output is not weights @ v (the weighted average of the values).",
+    )
+    return out, weights
+
+
+def _diagnose_weights(w: torch.Tensor, m: torch.Tensor, masked: bool, name: str) -> None:
+    """The weights ``w`` (float64) are probabilities over the keys, 0 where the mask ``m`` is
+    -inf (``masked``: a mask was passed)."""
     blocked = torch.isinf(m)
     if bool(torch.isinf(w).any()) or bool((w < -1e-6).any()):
-        if mask is not None and _probabilities_plus_mask(w, m, blocked):
+        if masked and _probabilities_plus_mask(w, m, blocked):
             fail(
                 f"{name}: {MASK_AFTER}. The weights hold -inf or negative values exactly where "
                 "the mask does: they are probabilities plus the mask. Add the mask to the "
@@ -91,30 +104,7 @@ def diagnose_attention(
             "The weights are softmax(scores) over the keys: each is between 0 and 1."
         )
     check(not bool(torch.isnan(w).any()), f"{name}: the weights contain NaN values.")
-    row_sums = w.sum(dim=-1)
-    if not torch.allclose(row_sums, torch.ones_like(row_sums), atol=1e-4):
-        if mask is not None and not bool(blocked.any()):
-            shifted = (w - m).sum(dim=-1)
-            if torch.allclose(shifted, torch.ones_like(shifted), atol=1e-4):
-                fail(
-                    f"{name}: {MASK_AFTER}. Each row of weights - mask sums to 1: the mask was "
-                    "added to the probabilities. Add it to the scores before the softmax."
-                )
-        col_sums = w.sum(dim=-2)
-        if torch.allclose(col_sums, torch.ones_like(col_sums), atol=1e-4):
-            fail(
-                f"{name}: {WRONG_AXIS}. Your weights sum to 1 down each column (over the "
-                "queries). Each query distributes its attention over the keys: take the softmax "
-                "over the last axis (dim=-1), so that every row sums to 1."
-            )
-        fail(
-            expected_got(
-                f"{name}: every row of the weights (one query, all keys) should sum to 1.",
-                1.0,
-                round(float(row_sums.flatten()[0]), 6),
-                "take the softmax over the last axis (the keys).",
-            )
-        )
+    _diagnose_row_sums(w, m, masked and not bool(blocked.any()), name)
     if bool(blocked.any()):
         leaked = w[blocked].abs().max().item()
         check(
@@ -122,13 +112,36 @@ def diagnose_attention(
             f"{name}: keys where the mask is -inf get a weight of {leaked:.3g}; it should be "
             "exactly 0 (add the mask to the scores before the softmax).",
         )
-    _diagnose_temperature(q, k, w, m, d, name)
-    expected_out = w @ v.detach().to(torch.float64)
-    check(
-        torch.allclose(out.detach().to(torch.float64), expected_out, atol=1e-4, rtol=1e-4),
-        f"{name}: the output is not weights @ v (the weighted average of the values).",
+
+
+def _diagnose_row_sums(w: torch.Tensor, m: torch.Tensor, finite_mask: bool, name: str) -> None:
+    """Every row of ``w`` sums to 1; ``finite_mask``: a mask without -inf was passed (added
+    after the softmax, it shows in the sums)."""
+    row_sums = w.sum(dim=-1)
+    if torch.allclose(row_sums, torch.ones_like(row_sums), atol=1e-4):
+        return
+    if finite_mask:
+        shifted = (w - m).sum(dim=-1)
+        if torch.allclose(shifted, torch.ones_like(shifted), atol=1e-4):
+            fail(
+                f"{name}: {MASK_AFTER}. Each row of weights - mask sums to 1: the mask was "
+                "added to the probabilities. Add it to the scores before the softmax."
+            )
+    col_sums = w.sum(dim=-2)
+    if torch.allclose(col_sums, torch.ones_like(col_sums), atol=1e-4):
+        fail(
+            f"{name}: {WRONG_AXIS}. Your weights sum to 1 down each column (over the "
+            "queries). Each query distributes its attention over the keys: take the softmax "
+            "over the last axis (dim=-1), so that every row sums to 1."
+        )
+    fail(
+        expected_got(
+            f"{name}: every row of the weights (one query, all keys) should sum to 1.",
+            1.0,
+            round(float(row_sums.flatten()[0]), 6),
+            "take the softmax over the last axis (the keys).",
+        )
     )
-    return out, weights
 
 
 def _probabilities_plus_mask(w: torch.Tensor, m: torch.Tensor, blocked: torch.Tensor) -> bool:
@@ -178,11 +191,12 @@ def _diagnose_temperature(
 
 
 # ---------------------------------------------------------------- heads
-def diagnose_split(out: object, x: torch.Tensor, nhead: int) -> torch.Tensor:
-    """Check the shape of split_heads(x, nhead) and name the reshape-only mistake."""
+def diagnose_split_result(got: object, x: torch.Tensor, nhead: int) -> torch.Tensor:
+    """Check the shape of what split_heads(x, nhead) returned and name the reshape-only mistake;
+    return it."""
     b, length, width = x.shape
     name = f"split_heads(x of shape {tuple(x.shape)}, nhead={nhead})"
-    out = check_tensor(out, name, shape=(b, nhead, length, width // nhead))
+    out = check_tensor(got, name, shape=(b, nhead, length, width // nhead))
     if length > 1 and nhead > 1 and torch.equal(out, x.reshape(b, nhead, length, width // nhead)):
         fail(
             f"{name}: {HEAD_AXIS}. x.reshape(B, H, L, D/H) cuts the flat memory into H blocks, "
@@ -192,11 +206,12 @@ def diagnose_split(out: object, x: torch.Tensor, nhead: int) -> torch.Tensor:
     return out
 
 
-def diagnose_merge(out: object, heads: torch.Tensor) -> torch.Tensor:
-    """Check the shape of merge_heads(heads) and name the reshape-only mistake."""
+def diagnose_merge_result(got: object, heads: torch.Tensor) -> torch.Tensor:
+    """Check the shape of what merge_heads(heads) returned and name the reshape-only mistake;
+    return it."""
     b, nhead, length, dh = heads.shape
     name = f"merge_heads(x of shape {tuple(heads.shape)})"
-    out = check_tensor(out, name, shape=(b, length, nhead * dh))
+    out = check_tensor(got, name, shape=(b, length, nhead * dh))
     if length > 1 and nhead > 1 and torch.equal(out, heads.reshape(b, length, nhead * dh)):
         fail(
             f"{name}: {MERGE_AXIS}. Move the head axis next to the per-head features first, "

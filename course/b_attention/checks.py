@@ -1,8 +1,10 @@
 """Checks for assignment B (attention and the Transformer layer): the names the notebook's test
 cells call.
 
-The functions take the student's outputs (or modules) and raise :class:`GradingError` with a
-message that names what is wrong. They check properties stated in the syllabus and compare with
+``diagnose_X(code, ...)`` runs the student's code (a module, a function);
+``diagnose_X_result(got, ...)`` and ``diagnose_X_facts(facts, ...)`` decide on what it returned or
+what was read of it. Each raises :class:`GradingError` with a message that names what is wrong.
+They check properties stated in the syllabus and compare with
 PyTorch's own modules given the same weights; none of them computes a graded answer. They live
 by topic:
 

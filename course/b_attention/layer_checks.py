@@ -28,10 +28,11 @@ from course.testcells import (
 
 
 # ---------------------------------------------------------------- layer normalisation
-def diagnose_layer_norm(out: object, x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
-    """With gamma = 1 and beta = 0, each row (last axis) must have mean 0 and biased variance
-    var / (var + eps) of the input row, i.e. about 1."""
-    out = check_tensor(out, "layer_norm(x, gamma, beta)", shape=tuple(x.shape))
+def diagnose_layer_norm_result(got: object, x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """Check what layer_norm(x, gamma, beta) returned; return it. With gamma = 1 and beta = 0,
+    each row (last axis) must have mean 0 and biased variance var / (var + eps) of the input
+    row, i.e. about 1."""
+    out = check_tensor(got, "layer_norm(x, gamma, beta)", shape=tuple(x.shape))
     y = out.detach().to(torch.float64)
     x64 = x.to(torch.float64)
     width = x.shape[-1]
@@ -185,9 +186,9 @@ def layer_mistakes(
     }
 
 
-def check_gradients(module: nn.Module, name: str) -> None:
+def diagnose_gradients(module: nn.Module, name: str) -> None:
     """After a backward pass, every parameter has a finite, non-zero gradient."""
-    diagnose_gradients(parameter_gradients(module), name)
+    diagnose_gradients_result(parameter_gradients(module), name)
 
 
 def parameter_gradients(module: nn.Module) -> dict[str, torch.Tensor | None]:
@@ -195,9 +196,9 @@ def parameter_gradients(module: nn.Module) -> dict[str, torch.Tensor | None]:
     return {pname: parameter.grad for pname, parameter in module.named_parameters()}
 
 
-def diagnose_gradients(gradients: dict, name: str) -> None:
-    """:func:`check_gradients` on the gradients :func:`parameter_gradients` reads."""
-    for pname, grad in gradients.items():
+def diagnose_gradients_result(got: dict, name: str) -> None:
+    """:func:`diagnose_gradients` on the gradients :func:`parameter_gradients` reads."""
+    for pname, grad in got.items():
         check(
             grad is not None,
             f"{name}: the parameter {pname} got no gradient (it is not used in forward, or "

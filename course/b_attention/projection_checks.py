@@ -18,9 +18,9 @@ from course.b_attention.attention_checks import (
     PROJECTIONS,
     Q_FROM_MEMORY,
     V_FROM_DECODER,
-    diagnose_attention,
-    diagnose_merge,
-    diagnose_split,
+    diagnose_attention_result,
+    diagnose_merge_result,
+    diagnose_split_result,
 )
 from course.testcells import (
     GradingError,
@@ -81,7 +81,7 @@ def diagnose_output_projection(module: nn.Module, x: torch.Tensor) -> None:
 
     The missing projection is named only when out_proj has no effect at all on the output.
     """
-    diagnose_output_projection_outputs(output_projection_outputs(module, x), tuple(x.shape))
+    diagnose_output_projection_result(output_projection_outputs(module, x), tuple(x.shape))
 
 
 def output_projection_outputs(module: nn.Module, x: torch.Tensor) -> list[object]:
@@ -102,11 +102,11 @@ def projection_constants(width: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.linspace(-1.0, 1.0, width), torch.tensor(3.0)
 
 
-def diagnose_output_projection_outputs(outputs: list, shape: tuple[int, ...]) -> None:
+def diagnose_output_projection_result(got: list, shape: tuple[int, ...]) -> None:
     """:func:`diagnose_output_projection` on the outputs :func:`output_projection_outputs`
     returns for an input of ``shape``."""
     seen = []
-    for out, constant in zip(outputs, projection_constants(shape[-1]), strict=True):
+    for out, constant in zip(got, projection_constants(shape[-1]), strict=True):
         out = check_tensor(out, "MultiHeadSelfAttention(x)", shape=shape)
         seen.append((out.detach().float(), constant.expand(out.shape[-1])))
     (first, constant), (second, _) = seen
@@ -149,8 +149,8 @@ def torch_attention_output(
 
 
 # ---------------------------------------------------------------- cross-attention
-def check_cross_attention(
-    out: object,
+def diagnose_cross_attention_result(
+    got: object,
     module: nn.Module,
     nhead: int,
     x: torch.Tensor,
@@ -158,60 +158,99 @@ def check_cross_attention(
     mask: torch.Tensor | None = None,
     name: str = "MultiHeadCrossAttention(x, memory)",
 ) -> torch.Tensor:
-    """Compare ``out`` with ``nn.MultiheadAttention(x, memory, memory)`` holding the weights of
-    ``module``; name the mistakes whose output it equals. Returns ``out``.
+    """Compare ``got`` (what ``module(x, memory)`` returned) with
+    ``nn.MultiheadAttention(x, memory, memory)`` holding the weights of ``module``; name the
+    mistakes whose output it equals. Returns ``got``.
 
     A mistake is named only when the mistaken code could run on these inputs and its output
-    (computed by PyTorch's module, the inputs moved to other roles) equals ``out``.
+    (computed by PyTorch's module, the inputs moved to other roles) equals ``got``.
     """
-    twin = torch_attention_like(module, nhead)
-    bare = torch_attention_like(module, nhead)
-    with torch.no_grad():
-        bare.out_proj.weight.copy_(torch.eye(bare.out_proj.in_features))
-        bare.out_proj.bias.zero_()
-
-    def run(attn: nn.MultiheadAttention, q: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor]):
-        return attn(q, kv[0], kv[1], attn_mask=mask, need_weights=False)[0]
-
+    twin, bare = torch_attention_like(module, nhead), _bare_like(module, nhead)
     b, lq, d = x.shape
-    lk = memory.shape[1]
-    square = lq == lk  # the mask fits every arrangement of the inputs
     with torch.no_grad():
-        expected = run(twin, x, (memory, memory))
-        if (
-            isinstance(out, torch.Tensor)
-            and tuple(out.shape) == (b, lk, d)
-            and not square
-            and any(
-                same_values(out, run(twin, memory, kv), 1e-5, 1e-5)
-                for kv in ((x, x), (memory, memory))
-                if mask is None
-            )
-        ):
+        expected = _cross(twin, x, (memory, memory), mask)
+        if _queries_from_memory(got, twin, x, memory, mask):
             fail(f"{name}: {Q_FROM_MEMORY}.")
-        mistakes = {}
-        if mask is None or square:
-            mistakes[KV_FROM_DECODER] = run(twin, x, (x, x))
-        if square:
-            mistakes[Q_FROM_MEMORY] = run(twin, memory, (x, x))
-            mistakes[Q_FROM_MEMORY + " (and so do the keys and values)"] = run(
-                twin, memory, (memory, memory)
-            )
-            mistakes[K_FROM_DECODER] = run(twin, x, (x, memory))
-            mistakes[V_FROM_DECODER] = run(twin, x, (memory, x))
-        mistakes[NO_OUT_PROJ] = run(bare, x, (memory, memory))
-    if isinstance(out, torch.Tensor) and tuple(out.shape) != (b, lq, d):
+        mistakes = _cross_attention_mistakes(twin, bare, x, memory, mask)
+    if isinstance(got, torch.Tensor) and tuple(got.shape) != (b, lq, d):
         fail(
             expected_got(
                 f"{name} has the wrong shape: one output per decoder position (the queries "
                 "come from x).",
                 (b, lq, d),
-                tuple(out.shape),
+                tuple(got.shape),
             )
         )
-    check_against_reference(out, expected, name, mistakes, atol=1e-5)
-    assert isinstance(out, torch.Tensor)
-    return out
+    check_against_reference(got, expected, name, mistakes, atol=1e-5)
+    assert isinstance(got, torch.Tensor)
+    return got
+
+
+def _cross(
+    attn: nn.MultiheadAttention,
+    q: torch.Tensor,
+    kv: tuple[torch.Tensor, torch.Tensor],
+    mask: torch.Tensor | None,
+) -> torch.Tensor:
+    """PyTorch's attention output for the queries ``q`` and the keys and values ``kv``."""
+    return attn(q, kv[0], kv[1], attn_mask=mask, need_weights=False)[0]
+
+
+def _queries_from_memory(
+    got: object,
+    twin: nn.MultiheadAttention,
+    x: torch.Tensor,
+    memory: torch.Tensor,
+    mask: torch.Tensor | None,
+) -> bool:
+    """Whether ``got`` has one output per memory position and equals attention with the queries
+    taken from the memory (told apart only without a mask and when the lengths differ)."""
+    b, lq, d = x.shape
+    lk = memory.shape[1]
+    return (
+        isinstance(got, torch.Tensor)
+        and tuple(got.shape) == (b, lk, d)
+        and lq != lk
+        and any(
+            same_values(got, _cross(twin, memory, kv, mask), 1e-5, 1e-5)
+            for kv in ((x, x), (memory, memory))
+            if mask is None
+        )
+    )
+
+
+def _bare_like(module: nn.Module, nhead: int) -> nn.MultiheadAttention:
+    """:func:`torch_attention_like` with an identity out_proj: attention without it."""
+    bare = torch_attention_like(module, nhead)
+    with torch.no_grad():
+        bare.out_proj.weight.copy_(torch.eye(bare.out_proj.in_features))
+        bare.out_proj.bias.zero_()
+    return bare
+
+
+def _cross_attention_mistakes(
+    twin: nn.MultiheadAttention,
+    bare: nn.MultiheadAttention,
+    x: torch.Tensor,
+    memory: torch.Tensor,
+    mask: torch.Tensor | None,
+) -> dict[str, torch.Tensor]:
+    """The outputs of the mistakes that can run on these inputs, by message (``bare``: the
+    attention without out_proj). With equal lengths (``square``) the mask fits every
+    arrangement of the inputs."""
+    square = x.shape[1] == memory.shape[1]
+    mistakes = {}
+    if mask is None or square:
+        mistakes[KV_FROM_DECODER] = _cross(twin, x, (x, x), mask)
+    if square:
+        mistakes[Q_FROM_MEMORY] = _cross(twin, memory, (x, x), mask)
+        mistakes[Q_FROM_MEMORY + " (and so do the keys and values)"] = _cross(
+            twin, memory, (memory, memory), mask
+        )
+        mistakes[K_FROM_DECODER] = _cross(twin, x, (x, memory), mask)
+        mistakes[V_FROM_DECODER] = _cross(twin, x, (memory, x), mask)
+    mistakes[NO_OUT_PROJ] = _cross(bare, x, (memory, memory), mask)
+    return mistakes
 
 
 @contextmanager
@@ -251,15 +290,17 @@ def _part_problems(
             trials.append(
                 (
                     "scaled_dot_product_attention",
-                    lambda m=mask: diagnose_attention(sdpa(q, k, v, m), q, k, v, m),
+                    lambda m=mask: diagnose_attention_result(sdpa(q, k, v, m), q, k, v, m),
                 )
             )
     if split is not None:
         numbered = torch.arange(2 * 3 * 8, dtype=torch.float32).reshape(2, 3, 8)
-        trials.append(("split_heads", lambda: diagnose_split(split(numbered, 2), numbered, 2)))
+        trials.append(
+            ("split_heads", lambda: diagnose_split_result(split(numbered, 2), numbered, 2))
+        )
     if merge is not None:
         heads = torch.arange(2 * 2 * 3 * 4, dtype=torch.float32).reshape(2, 2, 3, 4)
-        trials.append(("merge_heads", lambda: diagnose_merge(merge(heads), heads)))
+        trials.append(("merge_heads", lambda: diagnose_merge_result(merge(heads), heads)))
     if self_attn is not None:
         tokens = torch.randn(2, 3, self_attn.q_proj.in_features, generator=gen)
         trials.append(("self_attn", lambda: diagnose_output_projection(self_attn, tokens)))

@@ -147,14 +147,14 @@ def as_count(value: object, name: str) -> int:
 
 
 def check_count(
-    actual: object, expected: int, name: str, mistakes: Mapping[str, int] | None = None
+    got: object, expected: int, name: str, mistakes: Mapping[str, int] | None = None
 ) -> int:
     """Compare a count exactly; when it is wrong, name the mistake whose count it equals.
 
     When several known mistakes give this same count, the message lists them all: the count
     alone cannot tell which one the code made.
     """
-    value = as_count(actual, name)
+    value = as_count(got, name)
     if value == expected:
         return value
     matches = [m for m, wrong in (mistakes or {}).items() if wrong != expected and value == wrong]
@@ -217,12 +217,12 @@ def base_mistakes(
     return mistakes
 
 
-def check_independent_of_heads(
+def diagnose_independent_of_heads(
     count: Callable[..., object], d_model: int, name: str, *args: int, **kwargs: int
 ) -> None:
     """Call ``count(d_model, nhead, *args)`` for every nhead dividing d_model: one number."""
     values = {h: as_count(count(d_model, h, *args, **kwargs), name) for h in heads_of(d_model)}
-    diagnose_head_counts(values, d_model, name)
+    diagnose_independent_of_heads_result(values, d_model, name)
 
 
 def heads_of(d_model: int) -> list[int]:
@@ -230,10 +230,10 @@ def heads_of(d_model: int) -> list[int]:
     return [h for h in range(1, min(d_model, 8) + 1) if d_model % h == 0]
 
 
-def diagnose_head_counts(values: Mapping[int, int], d_model: int, name: str) -> None:
-    """:func:`check_independent_of_heads` on the counts it read (nhead -> count)."""
-    if len(set(values.values())) > 1:
-        shown = ", ".join(f"nhead={h}: {v:,}" for h, v in values.items())
+def diagnose_independent_of_heads_result(got: Mapping[int, int], d_model: int, name: str) -> None:
+    """:func:`diagnose_independent_of_heads` on the counts it read (nhead -> count)."""
+    if len(set(got.values())) > 1:
+        shown = ", ".join(f"nhead={h}: {v:,}" for h, v in got.items())
         fail(f"{name}: {HEADS_CHANGE} Your counts for d_model={d_model}: {shown}.")
 
 

@@ -17,25 +17,44 @@ from course.testcells import check, check_tensor, expected_got, fail
 
 
 # ---------------------------------------------------------------- input/target pairs
-def diagnose_lm_batches(result: object, n_tokens: int, seq_len: int) -> None:
-    """Check ``make_lm_batches(torch.arange(n_tokens), seq_len)``.
+def diagnose_lm_batches_result(got: object, n_tokens: int, seq_len: int) -> None:
+    """Check what ``make_lm_batches(torch.arange(n_tokens), seq_len)`` returned.
 
     With the stream 0, 1, 2, ... every id equals its position, so the shift and the cut can be
     read off the values: targets - inputs must be 1 everywhere, row r must start at r * seq_len.
     """
     name = f"make_lm_batches(torch.arange({n_tokens}), seq_len={seq_len})"
+    inputs, targets = _lm_pair(got, n_tokens, seq_len, name)
+    rows = (n_tokens - 1) // seq_len
+    _diagnose_shift(inputs, targets, rows, name)
+    starts = inputs[:, 0]
+    expected_starts = torch.arange(rows) * seq_len
+    if not bool((starts == expected_starts).all()):
+        fail(
+            expected_got(
+                f"{name}: the rows should be consecutive, non-overlapping pieces of the stream "
+                "starting at its first token: row r starts at r * seq_len.",
+                expected_starts.tolist()[:6],
+                starts.tolist()[:6],
+            )
+        )
+
+
+def _lm_pair(
+    got: object, n_tokens: int, seq_len: int, name: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The (inputs, targets) of ``got``, checked: a pair of long tensors of the right shape."""
     check(
-        isinstance(result, (tuple, list)) and len(result) == 2,
+        isinstance(got, (tuple, list)) and len(got) == 2,
         expected_got(
             f"{name} should return a pair (inputs, targets).",
             "a tuple of two tensors",
-            type(result).__name__
-            + (f" of length {len(result)}" if hasattr(result, "__len__") else ""),
+            type(got).__name__ + (f" of length {len(got)}" if hasattr(got, "__len__") else ""),
         ),
     )
     rows = (n_tokens - 1) // seq_len
-    inputs = check_tensor(result[0], f"inputs of {name}")
-    targets = check_tensor(result[1], f"targets of {name}")
+    inputs = check_tensor(got[0], f"inputs of {name}")
+    targets = check_tensor(got[1], f"targets of {name}")
     for tensor, what in ((inputs, "inputs"), (targets, "targets")):
         check(
             tensor.dtype == torch.long,
@@ -51,6 +70,11 @@ def diagnose_lm_batches(result: object, n_tokens: int, seq_len: int) -> None:
                 tuple(tensor.shape),
             ),
         )
+    return inputs, targets
+
+
+def _diagnose_shift(inputs: torch.Tensor, targets: torch.Tensor, rows: int, name: str) -> None:
+    """Each target is the token after its input (not the same one, not the one before)."""
     shift = targets - inputs
     if rows and bool((shift == 0).all()):
         fail(
@@ -74,28 +98,17 @@ def diagnose_lm_batches(result: object, n_tokens: int, seq_len: int) -> None:
                 f"target {int(targets[r, c])}",
             )
         )
-    starts = inputs[:, 0]
-    expected_starts = torch.arange(rows) * seq_len
-    if not bool((starts == expected_starts).all()):
-        fail(
-            expected_got(
-                f"{name}: the rows should be consecutive, non-overlapping pieces of the stream "
-                "starting at its first token: row r starts at r * seq_len.",
-                expected_starts.tolist()[:6],
-                starts.tolist()[:6],
-            )
-        )
 
 
 # ---------------------------------------------------------------- perplexity
-def diagnose_perplexity(perplexity_fn, mean_nll: float) -> float:
+def diagnose_perplexity(perplexity_fn: Callable[[float], object], mean_nll: float) -> float:
     """Check that ``perplexity_fn(mean_nll)`` is a Python float and name the usual mistakes."""
     return diagnose_perplexity_value(perplexity_fn(mean_nll), mean_nll)
 
 
-def diagnose_perplexity_value(value: object, mean_nll: float) -> float:
+def diagnose_perplexity_value(got: object, mean_nll: float) -> float:
     """:func:`diagnose_perplexity` on the value that ``perplexity(mean_nll)`` returned."""
-    name = f"perplexity({mean_nll})"
+    name, value = f"perplexity({mean_nll})", got
     if isinstance(value, torch.Tensor):
         fail(
             f"{name} returned a tensor ({value!r}); return a Python float (math.exp, or "
@@ -133,9 +146,11 @@ def run_model(model: nn.Module, src: torch.Tensor, mask: torch.Tensor | None) ->
     return check_tensor(out, f"model(src of shape {tuple(src.shape)}, mask)")
 
 
-def diagnose_logits(logits: torch.Tensor, batch: int, length: int, ntokens: int) -> None:
-    """Shape (B, L, ntokens), a float dtype, and raw scores rather than probabilities."""
-    check_tensor(logits, "the output of forward", shape=(batch, length, ntokens))
+def diagnose_logits_result(got: torch.Tensor, batch: int, length: int, ntokens: int) -> None:
+    """What forward returned: shape (B, L, ntokens), a float dtype, and raw scores rather than
+    probabilities."""
+    check_tensor(got, "the output of forward", shape=(batch, length, ntokens))
+    logits = got
     check(
         logits.is_floating_point(),
         expected_got("forward must return float logits.", "torch.float32", logits.dtype),
@@ -162,7 +177,7 @@ def diagnose_causality(
     """With the causal mask, changing the tokens after position t must not change logits <= t."""
     base = run_model(model, src, mask)
     others = (run_model(model, changed, mask) for changed in causality_inputs(src, ntokens, seed))
-    diagnose_causal_logits(base, others, lambda: run_model(model, src, None))
+    diagnose_causality_result(base, others, lambda: run_model(model, src, None))
 
 
 def causality_inputs(src: torch.Tensor, ntokens: int, seed: int = 0) -> Iterator[torch.Tensor]:
@@ -177,20 +192,20 @@ def causality_inputs(src: torch.Tensor, ntokens: int, seed: int = 0) -> Iterator
         yield changed
 
 
-def diagnose_causal_logits(
-    base: torch.Tensor,
+def diagnose_causality_result(
+    got: torch.Tensor,
     others: Iterable[torch.Tensor],
     unmasked: Callable[[], torch.Tensor],
 ) -> None:
-    """:func:`diagnose_causality` on the logits: ``base`` for ``src``, ``others`` for the inputs
+    """:func:`diagnose_causality` on the logits: ``got`` for ``src``, ``others`` for the inputs
     of :func:`causality_inputs` (all with the mask), ``unmasked()`` for ``src`` without it."""
     for t, other in enumerate(others):
-        if not torch.allclose(base[:, : t + 1], other[:, : t + 1], atol=1e-5, rtol=1e-4):
+        if not torch.allclose(got[:, : t + 1], other[:, : t + 1], atol=1e-5, rtol=1e-4):
             leak = (
                 f"with the causal mask passed, changing the tokens after position {t} changed "
                 f"the logits at positions <= {t}: the future leaks."
             )
-            if torch.allclose(base, unmasked(), atol=1e-6, rtol=1e-6):
+            if torch.allclose(got, unmasked(), atol=1e-6, rtol=1e-6):
                 fail(
                     f"The mask is ignored: {leak} The logits are the same with the mask and "
                     "without it. Pass src_mask to the encoder: "
@@ -211,12 +226,13 @@ def diagnose_positions(model: nn.Module, token: int, length: int, mask: torch.Te
         out = run_model(model, src, mask)[0]  # (L, V)
     finally:
         hook.remove()
-    diagnose_position_logits(out, bool(calls))
+    diagnose_positions_result(out, bool(calls))
 
 
-def diagnose_position_logits(out: torch.Tensor, called: bool) -> None:
+def diagnose_positions_result(got: torch.Tensor, called: bool) -> None:
     """:func:`diagnose_positions` on the logits (L, V) of the repeated token; ``called``: whether
     ``pos_encoder`` ran."""
+    out = got
     if bool(torch.allclose(out, out[:1].expand_as(out), atol=1e-5)):
         same = (
             "for a sequence of one repeated token, every position gets the same logits, so the "
@@ -242,7 +258,7 @@ def diagnose_scaling(model: nn.Module, src: torch.Tensor, mask: torch.Tensor) ->
     if not seen:
         return
     d_model = model.embedding.embedding_dim
-    diagnose_scaling_input(seen[0], model.embedding.weight, src, d_model)
+    diagnose_scaling_result(seen[0], model.embedding.weight, src, d_model)
 
 
 def pos_encoder_inputs(
@@ -258,7 +274,7 @@ def pos_encoder_inputs(
     return seen
 
 
-def diagnose_scaling_input(
+def diagnose_scaling_result(
     got: torch.Tensor, weight: torch.Tensor, src: torch.Tensor, d_model: int
 ) -> None:
     """:func:`diagnose_scaling` on what ``pos_encoder`` received (``got``), given the embedding's
@@ -325,13 +341,14 @@ def pointer_attention(targets: list[list[int]]) -> torch.Tensor:
     return torch.zeros(heads, length, length).scatter_(2, index.unsqueeze(-1), 1.0)
 
 
-def diagnose_head_scores(scores: object, heads: int, name: str) -> torch.Tensor:
-    """One float score per head: a tensor of shape (H,), no NaN, every value in [0, 1]."""
-    if isinstance(scores, (int, float)) or (
-        isinstance(scores, torch.Tensor) and scores.dim() == 0 and heads > 1
+def diagnose_head_scores_result(got: object, heads: int, name: str) -> torch.Tensor:
+    """What a head score returned: one float score per head, a tensor of shape (H,), no NaN,
+    every value in [0, 1]; return it."""
+    if isinstance(got, (int, float)) or (
+        isinstance(got, torch.Tensor) and got.dim() == 0 and heads > 1
     ):
         fail(f"{name}: {HEADS_AVERAGED}")
-    scores = check_tensor(scores, name)
+    scores = check_tensor(got, name)
     check(
         tuple(scores.shape) == (heads,),
         expected_got(
@@ -354,7 +371,7 @@ def _near(value: torch.Tensor, target: float) -> bool:
     return abs(float(value) - target) < 1e-5
 
 
-def previous_token_cases(length: int) -> list[torch.Tensor]:
+def previous_token_inputs(length: int) -> list[torch.Tensor]:
     """Two heads each, one-hot patterns whose previous-token scores are known: [previous, self]
     scores [1, 0], [next, previous] scores [0, 1]. (Row 0 of a previous head reads itself.)"""
     previous = [0, *range(length - 1)]  # row i -> i - 1
@@ -364,21 +381,21 @@ def previous_token_cases(length: int) -> list[torch.Tensor]:
 
 
 def diagnose_previous_token(score_fn: Callable, length: int = 6) -> None:
-    """Run ``previous_token_score`` on :func:`previous_token_cases` and name the mistakes."""
-    outputs = [score_fn(weights.clone()) for weights in previous_token_cases(length)]
-    diagnose_previous_token_values(outputs, length)
+    """Run ``previous_token_score`` on :func:`previous_token_inputs` and name the mistakes."""
+    outputs = [score_fn(weights.clone()) for weights in previous_token_inputs(length)]
+    diagnose_previous_token_result(outputs, length)
 
 
-def diagnose_previous_token_values(outputs: list, length: int) -> None:
-    """:func:`diagnose_previous_token` on what ``previous_token_score`` returned for the cases."""
-    check(isinstance(outputs, list) and len(outputs) == 2, "not one result per pattern")
+def diagnose_previous_token_result(got: list, length: int) -> None:
+    """:func:`diagnose_previous_token` on what ``previous_token_score`` returned for the inputs."""
+    check(isinstance(got, list) and len(got) == 2, "not one result per pattern")
     names = [
         "[previous-token head, head attending to itself]",
         "[next-token head, previous-token head]",
     ]
     first, second = (
-        diagnose_head_scores(out, 2, f"previous_token_score(one-hot heads {n}, L={length})")
-        for out, n in zip(outputs, names, strict=True)
+        diagnose_head_scores_result(out, 2, f"previous_token_score(one-hot heads {n}, L={length})")
+        for out, n in zip(got, names, strict=True)
     )
     expected = (first[0], 1.0), (first[1], 0.0), (second[0], 0.0), (second[1], 1.0)
     if all(_near(value, target) for value, target in expected):
@@ -407,7 +424,7 @@ def diagnose_previous_token_values(outputs: list, length: int) -> None:
     )
 
 
-def induction_cases(length: int, period: int) -> list[torch.Tensor]:
+def induction_inputs(length: int, period: int) -> list[torch.Tensor]:
     """Two heads each, one-hot patterns whose induction scores are known (rows that the pattern
     does not concern read themselves): [induction, earlier copy] scores [1, 0], [transposed
     induction, induction] scores [0, 1]. Needs period >= 2 and length > period."""
@@ -419,23 +436,23 @@ def induction_cases(length: int, period: int) -> list[torch.Tensor]:
 
 
 def diagnose_induction(score_fn: Callable, length: int = 8, period: int = 4) -> None:
-    """Run ``induction_score`` on :func:`induction_cases` and name the mistakes."""
-    outputs = [score_fn(weights.clone(), period) for weights in induction_cases(length, period)]
-    diagnose_induction_values(outputs, length, period)
+    """Run ``induction_score`` on :func:`induction_inputs` and name the mistakes."""
+    outputs = [score_fn(weights.clone(), period) for weights in induction_inputs(length, period)]
+    diagnose_induction_result(outputs, length, period)
 
 
-def diagnose_induction_values(outputs: list, length: int, period: int) -> None:
-    """:func:`diagnose_induction` on what ``induction_score`` returned for the cases."""
-    check(isinstance(outputs, list) and len(outputs) == 2, "not one result per pattern")
+def diagnose_induction_result(got: list, length: int, period: int) -> None:
+    """:func:`diagnose_induction` on what ``induction_score`` returned for the inputs."""
+    check(isinstance(got, list) and len(got) == 2, "not one result per pattern")
     names = [
         "[induction head, head attending to the earlier copy]",
         "[transposed induction head, induction head]",
     ]
     first, second = (
-        diagnose_head_scores(
+        diagnose_head_scores_result(
             out, 2, f"induction_score(one-hot heads {n}, L={length}, period={period})"
         )
-        for out, n in zip(outputs, names, strict=True)
+        for out, n in zip(got, names, strict=True)
     )
     expected = (first[0], 1.0), (first[1], 0.0), (second[0], 0.0), (second[1], 1.0)
     if all(_near(value, target) for value, target in expected):

@@ -18,9 +18,9 @@ from torch import nn
 
 from course.d_language_model.checks import (
     causality_inputs,
-    induction_cases,
+    induction_inputs,
     pos_encoder_inputs,
-    previous_token_cases,
+    previous_token_inputs,
     run_model,
 )
 from course.probing import by_cell, draw, future_hidden, seed_of
@@ -238,7 +238,7 @@ def model_hidden(ns: dict, seed: int) -> object:
 
 def previous_visible(ns: dict, seed: int) -> object:
     score = student(ns, "previous_token_score")
-    cases = previous_token_cases(VISIBLE_PREVIOUS_LENGTH)
+    cases = previous_token_inputs(VISIBLE_PREVIOUS_LENGTH)
     return {
         "patterns": [score(weights.clone()) for weights in cases],
         "uniform": score(uniform_heads(VISIBLE_PREVIOUS_LENGTH)),
@@ -249,7 +249,7 @@ def previous_hidden(ns: dict, seed: int) -> object:
     score = student(ns, "previous_token_score")
     return {
         "random": [score(weights.clone()) for weights in previous_token_random(seed)],
-        "patterns": [score(w.clone()) for w in previous_token_cases(HIDDEN_PREVIOUS_LENGTH)],
+        "patterns": [score(w.clone()) for w in previous_token_inputs(HIDDEN_PREVIOUS_LENGTH)],
     }
 
 
@@ -258,7 +258,7 @@ def induction_visible(ns: dict, seed: int) -> object:
     length, period = VISIBLE_INDUCTION
     uniform_length, uniform_period = VISIBLE_INDUCTION_UNIFORM
     return {
-        "patterns": [score(w.clone(), period) for w in induction_cases(length, period)],
+        "patterns": [score(w.clone(), period) for w in induction_inputs(length, period)],
         "uniform": score(uniform_heads(uniform_length), uniform_period),
     }
 
@@ -268,7 +268,7 @@ def induction_hidden(ns: dict, seed: int) -> object:
     length, period = HIDDEN_INDUCTION
     return {
         "random": [score(weights.clone(), p) for weights, p in induction_random(seed)],
-        "patterns": [score(w.clone(), period) for w in induction_cases(length, period)],
+        "patterns": [score(w.clone(), period) for w in induction_inputs(length, period)],
     }
 
 

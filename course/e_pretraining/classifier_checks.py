@@ -31,13 +31,13 @@ def diagnose_last_token(
     """Check ``last_token_states`` on :func:`position_states` ``(B, length, width)``."""
     batch, name = lengths.numel(), _last_token_name(lengths, length, width)
     try:
-        result = last_token_states(position_states(batch, length, width), lengths)
+        got = last_token_states(position_states(batch, length, width), lengths)
     except IndexError as error:
         fail(
             f"{name} raised IndexError ({error}). Off by one? A sequence of length n has its "
             "last real token at position n - 1; the longest one ends at position L - 1."
         )
-    diagnose_last_token_result(result, lengths, length, width)
+    diagnose_last_token_result(got, lengths, length, width)
 
 
 def _last_token_name(lengths: torch.Tensor, length: int, width: int) -> str:
@@ -47,14 +47,12 @@ def _last_token_name(lengths: torch.Tensor, length: int, width: int) -> str:
     )
 
 
-def diagnose_last_token_result(
-    result: object, lengths: torch.Tensor, length: int, width: int
-) -> None:
+def diagnose_last_token_result(got: object, lengths: torch.Tensor, length: int, width: int) -> None:
     """:func:`diagnose_last_token` on what ``last_token_states`` returned for
     :func:`position_states` ``(B, length, width)`` and ``lengths``."""
     batch = lengths.numel()
     name = _last_token_name(lengths, length, width)
-    states = check_tensor(result, name)
+    states = check_tensor(got, name)
     check(
         tuple(states.shape) == (batch, width),
         expected_got(
@@ -272,7 +270,7 @@ def diagnose_classifier_output(
     model.eval()
     inputs = classifier_inputs(ids, lengths, pad_id)
     with torch.no_grad():
-        diagnose_classifier_outputs(
+        diagnose_classifier_output_result(
             lambda key: model(*inputs[key]),
             lambda: record_forward(model, ids, lengths),
             ids,
@@ -302,18 +300,18 @@ def classifier_inputs(
     return inputs
 
 
-def diagnose_classifier_outputs(
-    output: Callable[[str], object],
+def diagnose_classifier_output_result(
+    got: Callable[[str], object],
     record: Callable[[], dict],
     ids: torch.Tensor,
     lengths: torch.Tensor,
     n_classes: int,
 ) -> None:
-    """:func:`diagnose_classifier_output` on the classifier's outputs: ``output(key)`` is its
+    """:func:`diagnose_classifier_output` on the classifier's outputs: ``got(key)`` is its
     output on the input :func:`classifier_inputs` names ``key``, ``record()`` what
     :func:`record_forward` recorded on the batch."""
     batch, length = ids.shape
-    logits = check_tensor(output("batch"), "model(ids, lengths)")
+    logits = check_tensor(got("batch"), "model(ids, lengths)")
     check(
         tuple(logits.shape) == (batch, n_classes),
         expected_got(
@@ -325,14 +323,14 @@ def diagnose_classifier_outputs(
     )
     seen = record()
     check(
-        torch.allclose(output("more padding"), logits, atol=1e-5),
+        torch.allclose(got("more padding"), logits, atol=1e-5),
         "Adding more padding after the sentences changed their scores: a sentence's score "
         "must depend on its real tokens only (the state at position lengths[b] - 1, computed "
         "under the causal mask)." + _cause(seen, lengths, length),
     )
     for b in range(batch):
         check(
-            torch.allclose(output(f"alone {b}"), logits[b : b + 1], atol=1e-5),
+            torch.allclose(got(f"alone {b}"), logits[b : b + 1], atol=1e-5),
             f"Sentence {b} classified alone, without padding, got other scores than in the "
             "padded batch: a sentence's score must not depend on the padding or on the other "
             "sentences." + _cause(seen, lengths, length),
@@ -340,7 +338,7 @@ def diagnose_classifier_outputs(
     real = torch.arange(length) < lengths.unsqueeze(1)  # (B, L)
     if _other_real_words(ids, real) is None:
         return
-    same = (output("changed") - logits).abs().amax(dim=-1) < 1e-6  # (B,)
+    same = (got("changed") - logits).abs().amax(dim=-1) < 1e-6  # (B,)
     if bool(same.any()):
         b = int(same.nonzero()[0])
         fail(

@@ -63,8 +63,8 @@ def diagnose_attention_step(
     sqrt(dh))."""
     q, k_new, v_new, cache = readable_step_inputs(batch, heads, cached, width, seed)
     old = None if cache is None else (cache[0].clone(), cache[1].clone())
-    result = attention_step(q.clone(), k_new.clone(), v_new.clone(), old)
-    diagnose_step_result(result, q, k_new, v_new, cache)
+    got = attention_step(q.clone(), k_new.clone(), v_new.clone(), old)
+    diagnose_attention_step_result(got, q, k_new, v_new, cache)
 
 
 def _pair(value: object, name: str, form: str) -> tuple[object, object]:
@@ -81,8 +81,8 @@ def _step_name(q: torch.Tensor, cached: int) -> str:
     return f"attention_step(q {tuple(q.shape)}, k_new, v_new, {cache})"
 
 
-def diagnose_step_result(
-    result: object,
+def diagnose_attention_step_result(
+    got: object,
     q: torch.Tensor,
     k_new: torch.Tensor,
     v_new: torch.Tensor,
@@ -93,7 +93,7 @@ def diagnose_step_result(
     batch, heads, _, width = q.shape
     cached = 0 if cache is None else int(cache[0].size(2))
     name = _step_name(q, cached)
-    out, new_cache = _pair(result, name, "(out, (k, v))")
+    out, new_cache = _pair(got, name, "(out, (k, v))")
     out = check_tensor(out, f"the output of {name}")
     if cached > 0 and tuple(out.shape) == (batch, heads, cached + 1, width):
         fail(
@@ -110,7 +110,7 @@ def diagnose_step_result(
             tuple(out.shape),
         ),
     )
-    diagnose_new_cache(new_cache, name, k_new, v_new, cache)
+    _diagnose_new_cache(new_cache, name, k_new, v_new, cache)
     keys = k_new if cache is None else torch.cat([cache[0], k_new], dim=2)  # (B, H, T + 1, dh)
     _diagnose_step_weights(out.detach().to(torch.float64)[:, :, 0], q, keys, name)
 
@@ -123,7 +123,7 @@ def _concatenated(
     return same_values(got, torch.cat(parts, dim=2), 1e-6, 1e-6)
 
 
-def diagnose_new_cache(
+def _diagnose_new_cache(
     new_cache: object,
     name: str,
     k_new: torch.Tensor,
@@ -203,37 +203,49 @@ def _diagnose_step_weights(
             "is aligned top-left: it lets query 0 see key 0 only. But the new query is the LAST "
             "position: it may see every cached key and itself. No mask is needed here."
         )
-    sums = weights.sum(dim=-1)  # (B, H)
-    if not torch.allclose(sums, torch.ones_like(sums), atol=1e-6):
-        if torch.allclose(weights, torch.ones_like(weights), atol=1e-6):
-            fail(
-                f"{name}: {KV_WRONG_AXIS}: every weight is 1 (the output is the sum of the "
-                "values). The softmax ran over an axis of length 1, such as the query axis "
-                "(dim=-2), which holds the single new query. Take it over the keys (dim=-1)."
-            )
-        for axis, what in [(1, "heads (dim=1)"), (0, "batch (dim=0)")]:
-            across = weights.sum(dim=axis)
-            if weights.size(axis) > 1 and torch.allclose(across, torch.ones_like(across)):
-                fail(
-                    f"{name}: {KV_WRONG_AXIS}: the weights sum to 1 over the {what}, not over "
-                    "the keys. Take the softmax over the last axis (dim=-1)."
-                )
-        fail(
-            expected_got(
-                f"{name}: the attention weights of each head should sum to 1 over the T + 1 "
-                "keys. (In this check value j is the one-hot vector e_j, so the output's first "
-                "T + 1 entries are the weights.)",
-                1.0,
-                round(float(sums.flatten()[0]), 6),
-                "softmax over the keys (the last axis of the scores (B, H, 1, T + 1)).",
-            )
-        )
+    _diagnose_step_sums(weights, name)
     check(
         bool((weights >= -1e-9).all()) and bool((rest.abs() < 1e-6).all()),
         f"{name}: the output is not a weighted average of the values (here value j is the "
         "one-hot vector e_j: the output should hold the weights, between 0 and 1, in its first "
         "T + 1 entries and 0 after them). Return softmax(scores) @ v.",
     )
+    _diagnose_left_out(weights, cached, name)
+    _diagnose_step_temperature(weights, q, keys, name)
+
+
+def _diagnose_step_sums(weights: torch.Tensor, name: str) -> None:
+    """The weights (B, H, T + 1) of each head sum to 1 over the keys; else name the axis."""
+    sums = weights.sum(dim=-1)  # (B, H)
+    if torch.allclose(sums, torch.ones_like(sums), atol=1e-6):
+        return
+    if torch.allclose(weights, torch.ones_like(weights), atol=1e-6):
+        fail(
+            f"{name}: {KV_WRONG_AXIS}: every weight is 1 (the output is the sum of the "
+            "values). The softmax ran over an axis of length 1, such as the query axis "
+            "(dim=-2), which holds the single new query. Take it over the keys (dim=-1)."
+        )
+    for axis, what in [(1, "heads (dim=1)"), (0, "batch (dim=0)")]:
+        across = weights.sum(dim=axis)
+        if weights.size(axis) > 1 and torch.allclose(across, torch.ones_like(across)):
+            fail(
+                f"{name}: {KV_WRONG_AXIS}: the weights sum to 1 over the {what}, not over "
+                "the keys. Take the softmax over the last axis (dim=-1)."
+            )
+    fail(
+        expected_got(
+            f"{name}: the attention weights of each head should sum to 1 over the T + 1 "
+            "keys. (In this check value j is the one-hot vector e_j, so the output's first "
+            "T + 1 entries are the weights.)",
+            1.0,
+            round(float(sums.flatten()[0]), 6),
+            "softmax over the keys (the last axis of the scores (B, H, 1, T + 1)).",
+        )
+    )
+
+
+def _diagnose_left_out(weights: torch.Tensor, cached: int, name: str) -> None:
+    """Neither the new key nor the ``cached`` keys of the cache get a weight of 0 everywhere."""
     if cached > 0 and bool((weights[..., cached].abs() < 1e-12).all()):
         fail(
             f"{name}: {KV_NEW_KEY_LEFT_OUT}. The new token attends to itself too: concatenate "
@@ -244,7 +256,6 @@ def _diagnose_step_weights(
             f"{name}: {KV_CACHE_LEFT_OUT}. The cache holds the earlier positions, which the new "
             "token must see: attend over the T cached keys and the new one."
         )
-    _diagnose_step_temperature(weights, q, keys, name)
 
 
 def _diagnose_step_temperature(
@@ -335,24 +346,24 @@ def _returned_cache(result: object) -> object:
     return None
 
 
-def diagnose_steps(
-    results: object, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+def diagnose_steps_result(
+    got: object, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
 ) -> torch.Tensor:
     """What :func:`step_through` returned: every step's output (B, H, 1, dh) and its cache,
     one position longer each step, holding the keys and values of the positions so far in
     order. Returns the outputs of all the steps side by side (B, H, L, dh)."""
     batch, heads, length, width = q.shape
-    check(isinstance(results, list) and results, "step_through returned no step.")
-    assert isinstance(results, list)
+    check(isinstance(got, list) and got, "step_through returned no step.")
+    assert isinstance(got, list)
     outputs = []
-    for t, result in enumerate(results):
+    for t, result in enumerate(got):
         name = f"attention_step at step {t} of a sequence of {length} positions"
         if t == 0:
             name += " (cache=None)"
         out, new_cache = _pair(result, name, "(out, (k, v))")
         out = check_tensor(out, f"the output of {name}", shape=(batch, heads, 1, width))
         old = None if t == 0 else (k[:, :, :t], v[:, :, :t])
-        diagnose_new_cache(new_cache, name, k[:, :, t : t + 1], v[:, :, t : t + 1], old)
+        _diagnose_new_cache(new_cache, name, k[:, :, t : t + 1], v[:, :, t : t + 1], old)
         outputs.append(out)
     check(
         len(outputs) == length,

@@ -49,28 +49,54 @@ def diagnose_mask_tokens(
     """
     original = mask_tokens_input(vocab_size, seed)  # (B, L), no mask id
     ids = original.clone()
-    result = mask_tokens(ids, MASK_ID, vocab_size, 0.15, torch.Generator().manual_seed(1))
-    return diagnose_mask_result(result, ids, original, vocab_size)
+    got = mask_tokens(ids, MASK_ID, vocab_size, 0.15, torch.Generator().manual_seed(1))
+    return diagnose_mask_tokens_result(got, ids, original, vocab_size)
 
 
-def diagnose_mask_result(
-    result: object, ids: torch.Tensor, original: torch.Tensor, vocab_size: int
+def diagnose_mask_tokens_result(
+    got: object, ids: torch.Tensor, original: torch.Tensor, vocab_size: int
 ) -> dict[str, float]:
     """:func:`diagnose_mask_tokens` on what ``mask_tokens(ids, MASK_ID, vocab_size, 0.15, ...)``
     returned, ``ids`` as the call left it, and ``original``, the ids before the call."""
-    mask_id, shape = MASK_ID, tuple(original.shape)
+    shape = tuple(original.shape)
     name = f"mask_tokens(input_ids {shape}, ...)"
     check(
-        isinstance(result, (tuple, list)) and len(result) == 2,
-        expected_got(f"{name} should return a pair.", "(inputs, labels)", type(result).__name__),
+        isinstance(got, (tuple, list)) and len(got) == 2,
+        expected_got(f"{name} should return a pair.", "(inputs, labels)", type(got).__name__),
     )
-    inputs = check_tensor(result[0], f"inputs of {name}", shape=shape, dtype=torch.long)
-    labels = check_tensor(result[1], f"labels of {name}", shape=shape, dtype=torch.long)
+    inputs = check_tensor(got[0], f"inputs of {name}", shape=shape, dtype=torch.long)
+    labels = check_tensor(got[1], f"labels of {name}", shape=shape, dtype=torch.long)
     check(
         torch.equal(ids, original),
         f"{name} changed the tensor it was given. Corrupt a copy (input_ids.clone()): the "
         "caller may still need the original ids.",
     )
+    _diagnose_labels(inputs, labels, original, name)
+    shares = mlm_shares(original, inputs, labels, MASK_ID)
+    _diagnose_shares(shares, name)
+    chosen = labels != IGNORE
+    replaced = inputs[chosen & (inputs != MASK_ID) & (inputs != original)]
+    check(
+        bool((replaced >= 0).all() and (replaced < vocab_size).all()),
+        f"{name}: random tokens must be ids in [0, vocab_size).",
+    )
+    mean = float(replaced.float().mean())
+    check(
+        0.4 * vocab_size < mean < 0.6 * vocab_size,
+        expected_got(
+            f"{name}: the random tokens are not drawn uniformly from the vocabulary.",
+            f"a mean id near {vocab_size / 2:.0f}",
+            f"{mean:.0f}",
+        ),
+    )
+    return shares
+
+
+def _diagnose_labels(
+    inputs: torch.Tensor, labels: torch.Tensor, original: torch.Tensor, name: str
+) -> None:
+    """The labels: the original id at the chosen positions, IGNORE elsewhere, where the inputs
+    are left as they were."""
     if bool((labels == 0).float().mean() > 0.5):
         fail(
             f"labels of {name}: the positions that were not chosen hold 0, a real token id. "
@@ -95,7 +121,10 @@ def diagnose_mask_result(
         f"inputs of {name} changed positions that were not chosen (label {IGNORE}). Only the "
         "chosen 15% are corrupted; the model must be told the answer at each corrupted position.",
     )
-    shares = mlm_shares(original, inputs, labels, mask_id)
+
+
+def _diagnose_shares(shares: dict[str, float], name: str) -> None:
+    """The shares of :func:`mlm_shares`: 15% chosen; of those 80% masked, 10% random, 10% kept."""
     check(
         0.14 < shares["chosen"] < 0.16,
         expected_got(
@@ -132,21 +161,6 @@ def diagnose_mask_result(
             f"{shares['random']:.3f} random and {shares['kept']:.3f} unchanged",
         ),
     )
-    replaced = inputs[chosen & (inputs != mask_id) & (inputs != original)]
-    check(
-        bool((replaced >= 0).all() and (replaced < vocab_size).all()),
-        f"{name}: random tokens must be ids in [0, vocab_size).",
-    )
-    mean = float(replaced.float().mean())
-    check(
-        0.4 * vocab_size < mean < 0.6 * vocab_size,
-        expected_got(
-            f"{name}: the random tokens are not drawn uniformly from the vocabulary.",
-            f"a mean id near {vocab_size / 2:.0f}",
-            f"{mean:.0f}",
-        ),
-    )
-    return shares
 
 
 GENERATOR_SEEDS = (11, 11, 12, None)  # the runs of diagnose_mask_generator: None is no generator
@@ -165,19 +179,19 @@ def diagnose_mask_generator(mask_tokens: Callable[..., object]) -> None:
         seed = GENERATOR_SEEDS[index]
         return mask_tokens(ids, 3, 500, 0.15, None if seed is None else _generator(seed))
 
-    diagnose_generator_runs(run)
+    diagnose_mask_generator_result(run)
 
 
 def _generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def diagnose_generator_runs(output: Callable[[int], object]) -> None:
-    """:func:`diagnose_mask_generator` on the outputs of ``mask_tokens``: ``output(i)`` is what
-    it returned on :func:`generator_input` for the generator seed ``GENERATOR_SEEDS[i]``."""
+def diagnose_mask_generator_result(got: Callable[[int], object]) -> None:
+    """:func:`diagnose_mask_generator` on the outputs of ``mask_tokens``: ``got(i)`` is what it
+    returned on :func:`generator_input` for the generator seed ``GENERATOR_SEEDS[i]``."""
 
     def run(index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        out = output(index)
+        out = got(index)
         return out[0], out[1]
 
     first, again, other = run(0), run(1), run(2)

@@ -46,7 +46,7 @@ def _works_on_standard_basis(build: Callable[[torch.Tensor], torch.Tensor], targ
         return False
 
 
-def check_read_out(
+def diagnose_read_out(
     function: Callable,
     name: str,
     keys: torch.Tensor,
@@ -60,7 +60,7 @@ def check_read_out(
     """
     n, d = keys.shape
     call = f"{name}(keys, {', '.join(map(str, wanted))})"
-    diagnose_read_out(
+    diagnose_read_out_result(
         function(keys.clone(), *wanted),
         call,
         keys,
@@ -70,22 +70,22 @@ def check_read_out(
     )
 
 
-def diagnose_read_out(
-    query: object,
+def diagnose_read_out_result(
+    got: object,
     call: str,
     keys: torch.Tensor,
     values: torch.Tensor,
     wanted: list[int],
     on_standard_basis: Callable[[], object],
 ) -> None:
-    """:func:`check_read_out` on the query ``call`` returned.
+    """:func:`diagnose_read_out` on the query ``call`` returned.
 
     ``on_standard_basis()`` gives the query built for the keys ``torch.eye(d)[:n]`` (the same
     ``wanted``); it is asked for only when the read-out is wrong, to name a query tied to the
     standard basis.
     """
     n, d = keys.shape
-    q = _query(query, call, d)
+    q = _query(got, call, d)
     target = values.to(torch.float64)[wanted].mean(0)
     c = attend(q, keys, values)
     error = (c - target).norm().item()
@@ -104,6 +104,14 @@ def diagnose_read_out(
             "vectors (torch.eye, e_j) instead of from the keys you are given; build q from "
             "keys[j] (the rows of `keys`)."
         )
+    _diagnose_read_out_weights(q, weights, wanted, what)
+
+
+def _diagnose_read_out_weights(
+    q: torch.Tensor, weights: torch.Tensor, wanted: list[int], what: str
+) -> None:
+    """Why the query ``q`` gives the wrong ``weights``: one key only of two, unequal scores, a
+    scale too small, a one-hot query. ``what`` opens every message."""
     others = weights.clone()
     others[wanted] = 0.0
     leak = others.sum().item()  # the weight of all the keys that should get none
@@ -155,7 +163,7 @@ def _quantile(x: torch.Tensor, p: float) -> float:
     return torch.quantile(x, p).item()
 
 
-def check_noisy_average(
+def diagnose_noisy_average(
     function: Callable,
     means: torch.Tensor,
     values: torch.Tensor,
@@ -170,11 +178,13 @@ def check_noisy_average(
     Over ``samples`` draws the read-out must stay near ``(v_a + v_b)/2``: median distance
     at most 0.03 and 90 % of the draws within 0.08.
     """
-    diagnose_noisy_average(function(means.clone(), a, b), means, values, a, b, alpha, samples, seed)
+    diagnose_noisy_average_result(
+        function(means.clone(), a, b), means, values, a, b, alpha, samples, seed
+    )
 
 
-def diagnose_noisy_average(
-    query: object,
+def diagnose_noisy_average_result(
+    got: object,
     means: torch.Tensor,
     values: torch.Tensor,
     a: int,
@@ -183,10 +193,11 @@ def diagnose_noisy_average(
     samples: int = SAMPLES,
     seed: int = 0,
 ) -> None:
-    """:func:`check_noisy_average` on the query ``query_for_average_noisy(means, a, b)``."""
+    """:func:`diagnose_noisy_average` on the query ``query_for_average_noisy(means, a, b)``
+    returned."""
     n, d = means.shape
     call = f"query_for_average_noisy(means, {a}, {b})"
-    q = _query(query, call, d)
+    q = _query(got, call, d)
     generator = torch.Generator().manual_seed(seed)
     keys = sample_keys(means, alpha, samples, generator=generator)
     values64 = values.to(torch.float64)
@@ -230,7 +241,7 @@ def diagnose_noisy_average(
     fail(what + f" With keys = means the weights are {_weights_text(weights, [a, b])}.")
 
 
-def check_two_heads(
+def diagnose_two_heads(
     function: Callable,
     means: torch.Tensor,
     values: torch.Tensor,
@@ -249,13 +260,13 @@ def check_two_heads(
     stretched key points backwards in about 8 % of the draws: no query can help then).
     Returns (median, spread).
     """
-    return diagnose_two_heads(
+    return diagnose_two_heads_result(
         function(means.clone(), a, b), means, values, a, b, alpha, samples, seed
     )
 
 
-def diagnose_two_heads(
-    out: object,
+def diagnose_two_heads_result(
+    got: object,
     means: torch.Tensor,
     values: torch.Tensor,
     a: int,
@@ -264,14 +275,14 @@ def diagnose_two_heads(
     samples: int = SAMPLES,
     seed: int = 0,
 ) -> tuple[float, float]:
-    """:func:`check_two_heads` on ``out = two_head_queries(means, a, b)``."""
+    """:func:`diagnose_two_heads` on ``got = two_head_queries(means, a, b)``."""
     n, d = means.shape
     call = f"two_head_queries(means, {a}, {b})"
     check(
-        isinstance(out, (tuple, list)) and len(out) == 2,
-        expected_got(f"{call} must return two queries (q1, q2).", "a tuple of 2 tensors", out),
+        isinstance(got, (tuple, list)) and len(got) == 2,
+        expected_got(f"{call} must return two queries (q1, q2).", "a tuple of 2 tensors", got),
     )
-    q1, q2 = (_query(q, f"{call}[{i}]", d) for i, q in enumerate(out))
+    q1, q2 = (_query(q, f"{call}[{i}]", d) for i, q in enumerate(got))
     projection = spread_experiment([q1, q2], means, values, a, b, alpha, samples, seed)
     generator = torch.Generator().manual_seed(seed)
     keys = sample_keys(means, alpha, samples, stretched=a, generator=generator)
@@ -314,7 +325,7 @@ def diagnose_two_heads(
     fail(what)
 
 
-def check_kqv(function: Callable, us: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def diagnose_kqv(function: Callable, us: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Check ``function(u_a, u_b, u_c, u_d) -> (K, Q, V)`` on orthogonal rows ``us`` (4, d).
 
     With x1 = u_d + u_b, x2 = u_a, x3 = u_c + u_b, k_i = K x_i, q_i = Q x_i, v_i = V x_i and
@@ -324,25 +335,25 @@ def check_kqv(function: Callable, us: torch.Tensor) -> tuple[torch.Tensor, torch
     d = us.shape[1]
     beta = us[0].norm().item()
     eye_us = beta * torch.eye(d)[:4]
-    return diagnose_kqv(function(*us.clone()), us, lambda: function(*eye_us.clone()))
+    return diagnose_kqv_result(function(*us.clone()), us, lambda: function(*eye_us.clone()))
 
 
-def diagnose_kqv(
-    out: object, us: torch.Tensor, on_standard_basis: Callable[[], object]
+def diagnose_kqv_result(
+    got: object, us: torch.Tensor, on_standard_basis: Callable[[], object]
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`check_kqv` on ``out = kqv_matrices(*us)``.
+    """:func:`diagnose_kqv` on ``got = kqv_matrices(*us)``.
 
     ``on_standard_basis()`` gives ``kqv_matrices`` of ``beta * torch.eye(d)[:4]`` (beta = |u|);
-    it is asked for only when ``out`` is wrong, to name a construction tied to the standard
+    it is asked for only when ``got`` is wrong, to name a construction tied to the standard
     basis.
     """
     d = us.shape[1]
     beta = us[0].norm().item()
     check(
-        isinstance(out, (tuple, list)) and len(out) == 3,
-        expected_got("kqv_matrices must return (K, Q, V).", "a tuple of 3 tensors", out),
+        isinstance(got, (tuple, list)) and len(got) == 3,
+        expected_got("kqv_matrices must return (K, Q, V).", "a tuple of 3 tensors", got),
     )
-    mats = [check_tensor(m, name, shape=(d, d)) for m, name in zip(out, "KQV", strict=True)]
+    mats = [check_tensor(m, name, shape=(d, d)) for m, name in zip(got, "KQV", strict=True)]
     for m, name in zip(mats, "KQV", strict=True):
         check(bool(torch.isfinite(m).all()), f"{name} contains NaN or infinite values.")
     c1, c2, error1, error2 = _kqv_errors(mats, us)
@@ -398,15 +409,16 @@ BLOCKS = ("encoder_self", "decoder_encoder", "decoder_self")
 
 
 def check_counts(
-    counts: object,
+    got: object,
     expected: Mapping[str, int],
     call: str,
     mistakes: Mapping[str, Mapping[int, str]] | None = None,
 ) -> None:
-    """Check a dict of operation counts against ``expected``; name a known wrong count.
+    """Check ``got``, a dict of operation counts, against ``expected``; name a known wrong count.
 
     ``mistakes`` maps a block to {wrong count: message naming the mistake}.
     """
+    counts = got
     check(
         isinstance(counts, Mapping),
         expected_got(f"{call} must return a dict.", "dict", type(counts).__name__),

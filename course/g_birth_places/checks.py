@@ -101,7 +101,7 @@ def judge_length_mismatch(raised: object) -> None:
     )
 
 
-def length_mismatch(dev_accuracy: Callable[..., object]) -> str | None:
+def observe_length_mismatch(dev_accuracy: Callable[..., object]) -> str | None:
     """Call ``dev_accuracy`` on 3 predictions and 4 answers: the exception's name, or None."""
     try:
         dev_accuracy(["Paris", "Rome", "Lyon"], ["Paris", "Rome", "Lyon", "Bonn"])
@@ -114,7 +114,7 @@ def diagnose_accuracy(dev_accuracy: Callable[..., object], cases: list) -> None:
     """Check ``dev_accuracy`` on each (predictions, answers) case, then on unequal lengths."""
     for predictions, answers in cases:
         judge_accuracy(dev_accuracy(list(predictions), list(answers)), predictions, answers)
-    judge_length_mismatch(length_mismatch(dev_accuracy))
+    judge_length_mismatch(observe_length_mismatch(dev_accuracy))
 
 
 # ---------------------------------------------------------------- the London baseline

@@ -94,32 +94,14 @@ def train_steps(
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
 
     start = time.perf_counter()
-
-    def rate(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        done = (step - warmup) / max(1, steps - warmup)
-        if time_budget_s is not None:
-            done = max(done, (time.perf_counter() - start) / time_budget_s)
-        return 0.1 + 0.45 * (1 + math.cos(math.pi * min(1.0, done)))
-
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
+    schedule = _cosine_schedule(optimizer, steps, warmup, time_budget_s, start)
     history, total = History(), torch.zeros((), device=device)
     model.train()
     for step in tqdm(range(steps), desc=desc, leave=False, mininterval=2):
-        x, y = (t.to(device, non_blocking=True) for t in batches(step))
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            logits = model(x, _mask_on(causal_mask, x.size(1), device))  # (B, L, V)
-        loss = nn.functional.cross_entropy(
-            logits.float().flatten(0, 1), y.flatten(), ignore_index=IGNORE
-        )
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        loss = _train_step(model, optimizer, batches(step), causal_mask, device, bf16)
         history.last_lr = schedule.get_last_lr()[0]
         schedule.step()
-        total += loss.detach()
+        total += loss
         history.steps = step + 1
         if history.steps % report_every == 0:
             history.losses.append(float(total) / report_every)
@@ -129,6 +111,49 @@ def train_steps(
     history.seconds = time.perf_counter() - start
     model.eval()
     return history
+
+
+def _cosine_schedule(
+    optimizer: torch.optim.Optimizer,
+    steps: int,
+    warmup: int,
+    time_budget_s: float | None,
+    start: float,
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """:func:`train_steps`' rate: a linear warm-up, then a cosine from 1 to 0.1 along the share
+    of ``steps`` done or of ``time_budget_s`` spent since ``start``, whichever is larger."""
+
+    def rate(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        done = (step - warmup) / max(1, steps - warmup)
+        if time_budget_s is not None:
+            done = max(done, (time.perf_counter() - start) / time_budget_s)
+        return 0.1 + 0.45 * (1 + math.cos(math.pi * min(1.0, done)))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
+
+
+def _train_step(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch: Batch,
+    causal_mask: Callable[[int], torch.Tensor],
+    device: torch.device,
+    bf16: bool,
+) -> torch.Tensor:
+    """One optimizer step on ``batch`` (gradients clipped at 1); the loss, detached."""
+    x, y = (t.to(device, non_blocking=True) for t in batch)
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+        logits = model(x, _mask_on(causal_mask, x.size(1), device))  # (B, L, V)
+    loss = nn.functional.cross_entropy(
+        logits.float().flatten(0, 1), y.flatten(), ignore_index=IGNORE
+    )
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    return loss.detach()
 
 
 @torch.no_grad()

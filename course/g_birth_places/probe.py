@@ -28,7 +28,7 @@ def _accuracy(ns: dict, cases: list) -> dict:
     accuracy = student(ns, "dev_accuracy")
     return {
         "values": [attempt(accuracy, list(p), list(a)) for p, a in cases],
-        "mismatch": checks.length_mismatch(accuracy),
+        "mismatch": checks.observe_length_mismatch(accuracy),
     }
 
 

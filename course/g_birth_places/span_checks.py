@@ -146,7 +146,7 @@ def _shown(text: str, limit: int = 70) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
-def pieces(output: object, document: str, block_size: int) -> tuple[str, str, str]:
+def _pieces(output: object, document: str, block_size: int) -> tuple[str, str, str]:
     """Check one output; return its (prefix, span, suffix).
 
     The output must read ``prefix MASK suffix MASK span MASK`` then PADs, ``block_size + 1``
@@ -154,6 +154,22 @@ def pieces(output: object, document: str, block_size: int) -> tuple[str, str, st
     int(block_size * 7 / 8) characters long, and the span is not empty.
     """
     name = _name(document, block_size)
+    first, second, third, after = _body(output, name).split(MASK)
+    check(
+        not after,
+        f"{name}: {_shown(after)} comes after the third MASK. The span must come last, closed "
+        "by the third MASK, then only PAD characters.",
+    )
+    _check_order(name, document, first, second, third)
+    prefix, suffix, span = first, second, third
+    _check_kept(name, prefix, span, suffix, block_size)
+    assert isinstance(output, str)
+    _check_length(name, output, block_size)
+    return prefix, span, suffix
+
+
+def _body(output: object, name: str) -> str:
+    """The text of ``output`` before its padding, holding three MASK characters."""
     check(
         isinstance(output, str),
         expected_got(f"{name} should return a string.", "str", type(output).__name__),
@@ -181,14 +197,11 @@ def pieces(output: object, document: str, block_size: int) -> tuple[str, str, st
             f"{masks} in {_shown(body)}",
         ),
     )
-    first, second, third, after = body.split(MASK)
-    check(
-        not after,
-        f"{name}: {_shown(after)} comes after the third MASK. The span must come last, closed "
-        "by the third MASK, then only PAD characters.",
-    )
-    _check_order(name, document, first, second, third)
-    prefix, suffix, span = first, second, third
+    return body
+
+
+def _check_kept(name: str, prefix: str, span: str, suffix: str, block_size: int) -> None:
+    """The span is not empty; the pieces hold 4 .. int(block_size * 7 / 8) characters."""
     kept = len(prefix) + len(span) + len(suffix)
     cap = int(block_size * 7 / 8)
     check(
@@ -207,8 +220,6 @@ def pieces(output: object, document: str, block_size: int) -> tuple[str, str, st
             f"{name}: truncation outside the range: the pieces hold {kept} characters, fewer "
             "than 4."
         )
-    _check_length(name, output, block_size)
-    return prefix, span, suffix
 
 
 def _check_order(name: str, document: str, first: str, second: str, third: str) -> None:
@@ -326,11 +337,11 @@ def judge_span_corruption(observed: object, case: dict) -> None:
     assert isinstance(observed, dict)
     single = _outputs(observed.get("single"), len(case["single"]), "single calls")
     for output, (document, block, _) in zip(single, case["single"], strict=True):
-        pieces(output, document, block)
+        _pieces(output, document, block)
     small = case["small"]
     doc, block = small["document"], small["block_size"]
     outputs = _outputs(observed.get("small"), small["draws"], "many calls")
-    cut = [pieces(out, doc, block) for out in outputs]
+    cut = [_pieces(out, doc, block) for out in outputs]
     check(
         len(set(outputs)) > 1,
         f"{SPAN_NAME} gave the same string in all {len(outputs)} calls with one generator: the "
@@ -364,10 +375,10 @@ def judge_span_corruption(observed: object, case: dict) -> None:
     large = case["large"]
     docs, block = large["documents"], large["block_size"]
     outputs = _outputs(observed.get("large"), large["draws"], "many calls, long documents")
-    _check_spans([pieces(o, docs[i % len(docs)], block) for i, o in enumerate(outputs)], block)
+    _check_spans([_pieces(o, docs[i % len(docs)], block) for i, o in enumerate(outputs)], block)
     nothing = _outputs(observed.get("none"), 5, "generator=None")
     for output in nothing:
-        pieces(output, small["document"], small["block_size"])
+        _pieces(output, small["document"], small["block_size"])
 
 
 def diagnose_span_corruption(span_corruption: Callable[..., object], case: dict) -> None:

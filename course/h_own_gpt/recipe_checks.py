@@ -271,7 +271,7 @@ def _numbers(got: object, n: int, name: str) -> list[float]:
     return [float(v) for v in got]
 
 
-def diagnose_lr_visible(got: object) -> None:
+def judge_lr_visible(got: object) -> None:
     """The visible example: warm-up over 10 steps to 1.0, cosine to 0.1 at step 110.
 
     At a few steps the values of the known mistakes are worked out by hand, to name them.

@@ -35,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 from pretrain_birth_places import CharLMConfig, given  # noqa: E402
 
 from course.data import load_wiki_lines  # noqa: E402
-from course.g_birth_places.chars import IGNORE, CharVocab, corruption_rows  # noqa: E402
+from course.g_birth_places import finetune  # noqa: E402
+from course.g_birth_places.chars import CharVocab, corruption_rows  # noqa: E402
 
 
 def timed(step: Callable[[], None], steps: int, warmup: int = 5) -> float:
@@ -49,20 +50,13 @@ def timed(step: Callable[[], None], steps: int, warmup: int = 5) -> float:
 
 
 def trainer(model: nn.Module, causal_mask, bf16: bool, fused: bool) -> Callable:
-    """One optimizer step on a batch (x, y), as the pretraining loop takes it."""
+    """One optimizer step on a batch (x, y), as the pretraining loop takes it
+    (:func:`course.g_birth_places.finetune.train_step`)."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1, fused=fused)
-    mask = causal_mask(128)
+    cpu = torch.device("cpu")
 
     def step(x: torch.Tensor, y: torch.Tensor) -> None:
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            logits = model(x, mask[: x.size(1), : x.size(1)])  # (B, L, V)
-        loss = nn.functional.cross_entropy(
-            logits.float().flatten(0, 1), y.flatten(), ignore_index=IGNORE
-        )
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        finetune.train_step(model, optimizer, (x, y), causal_mask, cpu, bf16)
 
     return step
 

@@ -4,6 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+# The test suite in $(JOBS) processes, each group of tests whole in one (tests/conftest.py).
+PARALLEL := -n $(JOBS)
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: setup demo test test-fast lint lab release benchmark clean
@@ -27,11 +29,11 @@ lint: setup  ## ruff lint and format check
 
 test: lint  ## the whole test suite (lint first); installs Chromium for the browser tests
 	bash tools/install_system_packages.sh --browser
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PARALLEL)
 
 test-fast: lint  ## checks, pipeline units and repository checks, no grading run (under 3 minutes)
 	bash tools/install_system_packages.sh
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest $(PARALLEL) -m "not slow"
 
 lab: setup  ## JupyterLab on the student notebooks
 	$(BIN)/jupyter lab $(ROOT_FLAG) --notebook-dir=release

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
+from xdist.scheduler import LoadScopeScheduling
 
 from grader import demo
 from grader.paths import assignments, use_this_python
@@ -34,11 +37,68 @@ def make_course_copy(target: Path, with_release: bool = False) -> Path:
 # (`make test` runs it, `make test-fast` does not).
 SLOW_FIXTURES = {"graded_class", "adversarial_class", "lab", "browser"}
 
+# `make test` runs the suite in two processes (pytest-xdist, `-n 2`), each group of tests whole in
+# one of them: the browser tests (one JupyterLab, one Chromium), otherwise a module (its
+# module-scoped servers, clusters and classes start once). The two longest groups are queued
+# first, one for each process; the modules that read the graded class last, when it is graded
+# (`graded_class`: one process grades it, the other waits for it).
+BROWSER = "tests/e2e/"
+FIRST = [BROWSER, "tests/test_adversarial.py"]
+
+
+def group_of(nodeid: str) -> str:
+    """The group of the test ``nodeid`` under pytest-xdist."""
+    path = nodeid.split("::")[0]
+    return BROWSER if path.startswith(BROWSER) else path
+
+
+class ByGroup(LoadScopeScheduling):
+    """pytest-xdist's scheduling by scope, with :func:`group_of` as the scope, in the order of
+    collection (:func:`pytest_collection_modifyitems`)."""
+
+    def __init__(self, config: pytest.Config, log: object = None) -> None:
+        config.option.loadscopereorder = False
+        super().__init__(config, log)
+
+    def _split_scope(self, nodeid: str) -> str:
+        return group_of(nodeid)
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook (`-p no:xdist` runs without it)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> ByGroup:
+    return ByGroup(config, log)
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    readers = set()
     for item in items:
-        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if SLOW_FIXTURES & fixtures:
             item.add_marker(pytest.mark.slow)
+        if "graded_class" in fixtures:
+            readers.add(group_of(item.nodeid))
+
+    def order(item: pytest.Item) -> int:
+        group = group_of(item.nodeid)
+        return FIRST.index(group) if group in FIRST else 3 if group in readers else 2
+
+    items.sort(key=order)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, each process's own temporary folder (``TMPDIR``): grading's scratch
+    folders of one process are not seen by the other's checks for leftovers."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        folder = tempfile.mkdtemp(prefix=f"tests-{worker}-")
+        os.chmod(folder, 0o755)  # as /tmp for the users tests run servers as (postgres)
+        os.environ["TMPDIR"] = folder
+        tempfile.tempdir = None
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shutil.rmtree(tempfile.gettempdir(), ignore_errors=True)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -83,7 +143,15 @@ def pipeline_students(assignment: str, students: list[str] | None = None) -> lis
 @pytest.fixture(scope="session")
 def graded_class(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo class of every assignment (:func:`pipeline_students`), released, graded with 2
-    jobs and with feedback."""
-    root = make_course_copy(tmp_path_factory.mktemp("graded") / "course")
-    demo.run(root, ASSIGNMENTS, jobs=2, say=lambda line: None, choose=pipeline_students)
+    jobs and with feedback. Graded once per run: under pytest-xdist the first process that
+    needs it grades it into the run's shared folder, the other waits for it (a file lock)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    root, done = shared / "graded" / "course", shared / "graded" / "done"
+    with FileLock(shared / "graded.lock"):
+        if not done.exists():
+            shutil.rmtree(root, ignore_errors=True)  # a process that failed half-way
+            make_course_copy(root)
+            demo.run(root, ASSIGNMENTS, jobs=2, say=lambda line: None, choose=pipeline_students)
+            done.touch()
     return root

@@ -1,6 +1,6 @@
 """A student in the browser: the release notebooks, filled with the reference answers, run
 cleanly in JupyterLab (figures, live explorers, no errors), and nbgrader's Validate button
-accepts them; every blank release notebook fails validation.
+accepts them; a blank release notebook fails validation there.
 
 D and E (language-model training, no explorer) are not run in the browser: the graded demo class
 runs their reference notebooks headless, every cell (tests/test_demo_class.py), and in the
@@ -42,6 +42,10 @@ def _cells(path: Path) -> int:
 
 
 RUN_IN_BROWSER = [n for n in RELEASE_NOTEBOOKS if not n.startswith(("d_", "e_"))]
+# What the Validate button shows for a blank notebook is the same for every assignment; that every
+# blank release fails on its stubs and nothing else is checked for each assignment by the graded
+# class (tests/test_demo_class.py, the blank student), without a browser.
+VALIDATE_BLANK = RELEASE_NOTEBOOKS[:1]
 
 
 @pytest.mark.parametrize("notebook", RUN_IN_BROWSER)
@@ -96,7 +100,7 @@ def test_filled_notebook_runs_and_validates(
     expect(dialog).to_contain_text("Success! Your notebook passes all the tests.")
 
 
-@pytest.mark.parametrize("notebook", RELEASE_NOTEBOOKS)
+@pytest.mark.parametrize("notebook", VALIDATE_BLANK)
 def test_blank_notebook_fails_validation(
     notebook: str, lab: LabServer, page: Page, artifacts: Path
 ) -> None:

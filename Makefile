@@ -31,7 +31,7 @@ test: lint  ## the whole test suite (lint first); installs Chromium for the brow
 	bash tools/install_system_packages.sh --browser
 	$(BIN)/python -m pytest $(PARALLEL)
 
-test-fast: lint  ## checks, pipeline units and repository checks, no grading run (under 3 minutes)
+test-fast: lint  ## checks, pipeline units and repository checks, no grading run (under 2 minutes)
 	bash tools/install_system_packages.sh
 	$(BIN)/python -m pytest $(PARALLEL) -m "not slow"
 

@@ -117,7 +117,7 @@ def _one_torch_thread() -> None:
 
 
 # Demo students of A that other slow tests read in the graded class (the CLI's check and
-# feedback, the honest students of the adversarial class, the parallel run).
+# feedback, the honest students of the adversarial class by its record, the parallel run).
 NEEDED = {"a_masks": {"mask_transposed"}}
 
 

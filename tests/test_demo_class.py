@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import demo
+from grader import demo, report
 from tests.conftest import ASSIGNMENTS, REPO, pipeline_students
 from tests.graded_class_record import autograded_cells, outcome, recorded, table_rows
 
@@ -99,3 +99,8 @@ def test_grading_gives_what_was_recorded(graded_class: Path) -> None:
         students = {s for a in ASSIGNMENTS for s in pipeline_students(a)}
         table = table_rows(expected["grade_table"], students)
         assert table_rows(got["grade_table"], students) == table
+
+
+def test_no_honest_demo_student_is_flagged(graded_class: Path) -> None:
+    flagged = [r for r in report.read(graded_class) if r["status"] != "graded"]
+    assert not flagged, flagged

@@ -20,10 +20,12 @@ from nbclient.exceptions import DeadKernelError
 from nbclient.util import ensure_async
 from nbformat import NotebookNode
 from nbgrader import utils
+from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Float, Integer, Unicode
 from traitlets.config import Configurable
 
+from grader import limits, verification
 from grader.verification import observations_file
 
 REMOVED = "a second copy of cell {} was removed before grading"
@@ -101,6 +103,10 @@ STOPPED = (
     "cell {} ran past the time limit ({} s) and ignored the interrupt: its kernel was stopped; the "
     "cells before it keep their points, the tests after it did not run (a loop that never ends?)"
 )
+OUT_OF_TIME = (
+    "the submission's time limit was reached before cell {} (cells of at most {} s): the cells "
+    "before it keep their points, the tests from it did not run"
+)
 NOT_RUN = (
     "not run: the notebook's kernel died in an earlier cell (os._exit, a crash or the memory "
     "limit), so this test earns nothing"
@@ -131,6 +137,10 @@ class RunawayCell(DeadKernelError):
     """A cell ran past its timeout and ignored the interrupt: its kernel was stopped."""
 
 
+class OutOfTime(RunawayCell):
+    """The submission's time limit was reached before a cell: the cells from it are not run."""
+
+
 class ExecuteKeepingPoints(Execute):
     """nbgrader's ``Execute``, except that a kernel that dies or runs away does not cost the
     cells that ran, and that the student's code is observed for the trusted judge after the last
@@ -158,7 +168,10 @@ class ExecuteKeepingPoints(Execute):
     """
 
     verification_seed = Integer(
-        0, help="Seed of the trusted verification's inputs (0: no verification)."
+        -1,
+        help="Seed of the trusted verification's inputs: `course autograde` sets one per "
+        "submission (0: no verification); -1, the default (plain `nbgrader autograde`, "
+        "formgrader's button), draws one here when the assignment has a judge.",
     ).tag(config=True)
     interrupt_grace = Integer(
         10, help="Seconds an interrupted cell has to stop before its kernel is stopped."
@@ -168,18 +181,49 @@ class ExecuteKeepingPoints(Execute):
     ).tag(config=True)
     deadline = Float(
         0.0,
-        help="Time (epoch seconds) the submission's time limit ends (0: none): no fresh "
-        "kernel is started for the observation unless it can finish before.",
+        help="Time (epoch seconds) the submission's time limit ends (0: from the limits of "
+        "the assignment, counted from the notebook's start): no cell runs past it, and no "
+        "fresh kernel is started for the observation unless it can finish before.",
     ).tag(config=True)
 
     _running: int | None = None
     _running_since = 0.0
+    _seed = 0
 
     def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int) -> tuple:
         if cell.cell_type == "code":
             self._running = index  # the cell that was running if the kernel dies now
             self._running_since = time.monotonic()
+            if self.deadline and time.time() >= self.deadline:
+                raise OutOfTime("the submission's time limit was reached")
         return super().preprocess_cell(cell, resources, index)
+
+    def _set_limits(self, resources: dict) -> None:
+        """The seed and the time limits of this run, where the grader has not set them (plain
+        `nbgrader autograde`): a seed when the assignment has a judge, the cell limit derived
+        from the reference run (the configured timeout stays the ceiling) and the deadline of
+        the submission's time limit. Each cell gets at most what is left before the deadline."""
+        assignment = str(resources.get("nbgrader", {}).get("assignment", ""))
+        self._seed = self.verification_seed
+        if self._seed < 0:
+            self._seed = verification.new_seed() if verification.has_judge(assignment) else 0
+        root = Path(CourseDirectory(config=self.config).root)
+        ceiling = limits.Limits(config=self.config).submission_seconds
+        cell_ceiling = self.timeout or limits.DEFAULT_CELL_SECONDS
+        times = limits.time_limits(root, assignment, cell_ceiling, ceiling)
+        if times.cell_seconds:
+            self.timeout = times.cell_seconds
+        if not self.deadline:
+            self.deadline = time.time() + times.submission_seconds
+        self.timeout_func = self._cell_timeout
+        resources.setdefault("course", {})["seed"] = self._seed
+
+    def _cell_timeout(self, cell: NotebookNode) -> int | None:
+        """The cell's time limit: the cell limit, or less when the deadline is nearer."""
+        if not self.deadline:
+            return self.timeout
+        left = int(self.deadline - time.time())
+        return max(1, min(self.timeout, left)) if self.timeout else max(1, left)
 
     def preprocess(self, nb: NotebookNode, resources: dict, km=None) -> tuple[NotebookNode, dict]:
         # nbconvert's ExecutePreprocessor.preprocess, with the observation before the kernel
@@ -187,6 +231,7 @@ class ExecuteKeepingPoints(Execute):
         NotebookClient.__init__(self, nb, km)
         self.reset_execution_trackers()
         self._check_assign_resources(resources)
+        self._set_limits(resources)
         self._failed: dict[str, str] = {}
         start = time.monotonic()
         observed = False
@@ -199,7 +244,7 @@ class ExecuteKeepingPoints(Execute):
                 observed = self._observe()  # False: the kernel died in the observation
         except DeadKernelError as error:  # in a cell of the notebook (or before the first)
             # A fresh kernel re-runs the cells before: about as long as they took.
-            self._keep_what_ran(isinstance(error, RunawayCell), self._running_since - start)
+            self._keep_what_ran(error, self._running_since - start)
             observed = True
         if not observed:  # an item of the observation killed the kernel: observe the others
             path = self._observation_path()
@@ -231,12 +276,15 @@ class ExecuteKeepingPoints(Execute):
         finally:
             raise RunawayCell(f"a cell ran past {timeout} s and ignored the interrupt")
 
-    def _keep_what_ran(self, stopped: bool, seconds: float) -> None:
+    def _keep_what_ran(self, error: DeadKernelError, seconds: float) -> None:
         cells = self.nb.cells
         died = self._running if self._running is not None else 0
         name = cells[died].get("metadata", {}).get("nbgrader", {}).get("grade_id", died)
+        stopped = isinstance(error, RunawayCell)
         if stopped:
-            note = STOPPED.format(name, self.timeout)
+            template = OUT_OF_TIME if isinstance(error, OutOfTime) else STOPPED
+            note = template.format(name, self.timeout)
+            self.resources.setdefault("course", {})["stopped"] = note
             Notes(parent=self).add("stopped", note)
             notebook = self.resources.get("nbgrader", {}).get("notebook", "")
             Notes(parent=self).add("stopped_in", notebook)
@@ -269,13 +317,13 @@ class ExecuteKeepingPoints(Execute):
 
         Returns False when the kernel died during the observation (the log names the item),
         True otherwise (observed, or failed for another reason: no observations)."""
-        if not self.verification_seed:
+        if not self._seed:
             return True
         info = self.resources.get("nbgrader", {})
         path = self._observation_path()
         code = (
             "import course.verify as _course_verify\n"
-            f"_course_verify.observe({info.get('assignment')!r}, {self.verification_seed}, "
+            f"_course_verify.observe({info.get('assignment')!r}, {self._seed}, "
             f"{str(path)!r}, failed={self._failed!r})"
         )
         try:
@@ -289,7 +337,7 @@ class ExecuteKeepingPoints(Execute):
     def _observe_in_fresh_kernel(self, before: list[NotebookNode], seconds: float) -> None:
         """Observe in fresh kernels, each re-running the cells that are not tests: after a dead
         kernel, and again after each item of the observation that killed the kernel."""
-        if not self.verification_seed:
+        if not self._seed:
             return
         code = [c.source for c in before if c.cell_type == "code" and not utils.is_grade(c)]
         path = self._observation_path()

@@ -166,3 +166,30 @@ def disagreements(verification: Verification, scores: dict[str, float]) -> dict[
         if reason:  # None: passes; absent: not an autograded test the judge knows
             found[cell] = f"passed in the notebook but fails the trusted check: {reason}"
     return found
+
+
+def settle(
+    row: SubmittedNotebook, tampering: list[str], verification: Verification | None
+) -> list[str]:
+    """What one graded notebook (the gradebook's ``row``) keeps: nothing when the tampering scan
+    found reasons (every grade zeroed, flagged), else the points the judge's verdicts uphold
+    (:func:`apply_verdicts`; ``verification`` None: not verified). Returns the reasons to flag
+    it (empty: it keeps its points). The one rule of every path that grades (`course
+    autograde`, plain `nbgrader autograde`, formgrader's button)."""
+    if tampering:
+        zero(row)
+        return tampering
+    if verification is None:
+        return []
+    return apply_verdicts(row, verification)
+
+
+def zero(row: SubmittedNotebook) -> None:
+    """A flagged notebook earns no points: every grade is set to 0 and marked as graded."""
+    row.flagged = True
+    for grade in row.grades:
+        if grade.auto_score is not None:
+            grade.auto_score = 0.0
+        if grade.needs_manual_grade or grade.manual_score is not None:
+            grade.manual_score = 0.0
+            grade.needs_manual_grade = False

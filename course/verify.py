@@ -23,10 +23,9 @@ from collections.abc import Callable
 
 import torch
 
+from course import contract
+
 Observation = dict[str, object]
-
-
-LOG = ".log"  # the observation log, next to the observations file: PATH + LOG
 
 
 def observe(
@@ -56,22 +55,23 @@ def observe(
     failed = failed or {}
     results: dict[str, object] = {}
     items: dict[str, Callable[[dict, int], object]] = probe.ITEMS
-    with open(path + LOG, "w", buffering=1) as log:  # line by line: read after a crash
+    log_file = contract.log_path(path)
+    with open(log_file, "w", buffering=1) as log:  # line by line: read after a crash
         for name, item in items.items():
             if name in failed:
-                results[name] = {"error": str(failed[name])[:500]}
+                results[name] = contract.error_observation(failed[name])
                 continue
-            log.write(f"start {name}\n")
+            log.write(contract.log_line("start", name))
             log.flush()
             try:
                 results[name] = portable(item(namespace, seed))
             except BaseException as error:  # noqa: BLE001 - a student's error is an observation
                 kind = "interrupted" if isinstance(error, KeyboardInterrupt) else "error"
-                log.write(f"{kind} {name}\n")
+                log.write(contract.log_line(kind, name))
                 log.flush()
-                results[name] = {"error": f"{type(error).__name__}: {error}"[:500]}
+                results[name] = contract.error_observation(f"{type(error).__name__}: {error}")
         torch.save(results, path)
-    os.unlink(path + LOG)  # observed to the end: the log is of no use
+    os.unlink(log_file)  # observed to the end: the log is of no use
 
 
 def portable(value: object) -> object:

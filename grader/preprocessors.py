@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import stat
 import time
 from pathlib import Path
 from queue import Empty
@@ -26,6 +24,7 @@ from traitlets import Float, Integer, Unicode
 from traitlets.config import Configurable
 
 from grader import limits, verification
+from grader.observation import KernelObservation
 from grader.verification import observations_file
 
 REMOVED = "a second copy of cell {} was removed before grading"
@@ -115,22 +114,6 @@ NOT_RUN_STOPPED = (
     "not run: an earlier cell ran past the time limit and ignored the interrupt, so its kernel "
     "was stopped and this test earns nothing"
 )
-OBSERVATION_DIED = (
-    "the kernel died while the trusted check observed {}: that test counts as failed, the others "
-    "were observed in a fresh kernel"
-)
-KILLED_ITEM = (
-    "KernelDied: the kernel died or was stopped while this was observed (os._exit, a crash, the "
-    "memory limit, or a loop that ignored the interrupt)"
-)
-NOT_OBSERVED = "NotRun: the test did not run in the notebook (its kernel died or was stopped)"
-INTERRUPTED_ITEM = "KeyboardInterrupt: ran past the time limit while it was observed"
-NO_TIME = (
-    "no time was left within the submission's time limit to run the trusted check in a fresh "
-    "kernel: the points earned could not be verified"
-)
-LOG = ".log"  # course.verify.LOG: the kernel's observation log, next to the observations
-LOG_BYTES = 64 * 1024  # the most of the log the grader reads
 
 
 class RunawayCell(DeadKernelError):
@@ -158,13 +141,13 @@ class ExecuteKeepingPoints(Execute):
     kernel is stopped and the notebook is kept as far as it ran, as for a dead kernel
     (:data:`STOPPED`, :class:`RunawayCell`).
 
-    With :attr:`verification_seed` set (the grader sets it per submission), the kernel then runs
-    :func:`course.verify.observe` (:mod:`grader.verification`); if the kernel died, a fresh one
-    first re-runs the code cells that are not tests, up to the one that killed it. When an item
-    of the observation kills the kernel, the kernel's log (``PATH.log``) names it: a fresh kernel
-    re-runs the code cells and observes again, that item counted as failed (at most
-    :attr:`observation_restarts` times, and only while the submission's :attr:`deadline` leaves
-    time), so that one item costs that item only.
+    Then, with a seed (:attr:`verification_seed`), the student's code is observed for the
+    trusted judge: :class:`grader.observation.KernelObservation` drives that, in this kernel or
+    in fresh ones.
+
+    This class re-implements nbconvert's ``ExecutePreprocessor.preprocess`` and overrides
+    nbclient's ``_async_handle_timeout``; ``tests/test_verification.py`` pins both, so that the
+    day either changes a test says what to re-read.
     """
 
     verification_seed = Integer(
@@ -189,6 +172,7 @@ class ExecuteKeepingPoints(Execute):
     _running: int | None = None
     _running_since = 0.0
     _seed = 0
+    _observation: KernelObservation
 
     def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int) -> tuple:
         if cell.cell_type == "code":
@@ -232,7 +216,8 @@ class ExecuteKeepingPoints(Execute):
         self.reset_execution_trackers()
         self._check_assign_resources(resources)
         self._set_limits(resources)
-        self._failed: dict[str, str] = {}
+        path = self._observation_path()
+        self._observation = KernelObservation(self, path, self._seed, self._note)
         start = time.monotonic()
         observed = False
         try:
@@ -241,17 +226,14 @@ class ExecuteKeepingPoints(Execute):
                 self.nb.metadata["language_info"] = info["content"]["language_info"]
                 for index, cell in enumerate(self.nb.cells):
                     self.preprocess_cell(cell, resources, index)
-                observed = self._observe()  # False: the kernel died in the observation
+                # False: the kernel died in the observation
+                observed = self._observation.in_this_kernel()
         except DeadKernelError as error:  # in a cell of the notebook (or before the first)
             # A fresh kernel re-runs the cells before: about as long as they took.
             self._keep_what_ran(error, self._running_since - start)
             observed = True
         if not observed:  # an item of the observation killed the kernel: observe the others
-            path = self._observation_path()
-            if self._learn_from_log(path):
-                self._observe_in_fresh_kernel(self.nb.cells, time.monotonic() - start)
-            else:
-                path.unlink(missing_ok=True)  # no observations: every point is checked as lost
+            self._observation.after_death(self.nb.cells, time.monotonic() - start)
         self.set_widgets_metadata()
         return self.nb, self.resources
 
@@ -301,115 +283,19 @@ class ExecuteKeepingPoints(Execute):
         # The tests from this cell on earn nothing: their items of the observation (one per
         # test cell, by grade_id) are not called, so that the code that killed the kernel does
         # not kill the observation too.
-        for cell in cells[died:]:
-            grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-            if cell.cell_type == "code" and utils.is_grade(cell) and grade_id:
-                self._failed[str(grade_id)] = NOT_OBSERVED
-        self._observe_in_fresh_kernel(cells[:died], seconds)
+        tests = [cell for cell in cells[died:] if cell.cell_type == "code" and utils.is_grade(cell)]
+        self._observation.not_observed(tests)
+        self._observation.in_fresh_kernels(cells[:died], seconds)
+
+    def _note(self, kind: str, note: str) -> None:
+        """A note for the grading report (:class:`Notes`), logged too."""
+        Notes(parent=self).add(kind, note)
+        self.log.warning(note)
 
     def _observation_path(self) -> Path:
         info = self.resources.get("nbgrader", {})
         folder = self.resources.get("metadata", {}).get("path") or os.getcwd()
         return observations_file(Path(folder).absolute(), info.get("notebook", "notebook"))
-
-    def _observe(self) -> bool:
-        """Run the course's observation in the current kernel (see the class docstring).
-
-        Returns False when the kernel died during the observation (the log names the item),
-        True otherwise (observed, or failed for another reason: no observations)."""
-        if not self._seed:
-            return True
-        info = self.resources.get("nbgrader", {})
-        path = self._observation_path()
-        code = (
-            "import course.verify as _course_verify\n"
-            f"_course_verify.observe({info.get('assignment')!r}, {self._seed}, "
-            f"{str(path)!r}, failed={self._failed!r})"
-        )
-        try:
-            self._run_aside([code])
-        except DeadKernelError:
-            return False
-        except Exception as error:  # noqa: BLE001 - no observations: the grader flags points
-            self.log.warning("the observation for the trusted check failed: %s", error)
-        return True
-
-    def _observe_in_fresh_kernel(self, before: list[NotebookNode], seconds: float) -> None:
-        """Observe in fresh kernels, each re-running the cells that are not tests: after a dead
-        kernel, and again after each item of the observation that killed the kernel."""
-        if not self._seed:
-            return
-        code = [c.source for c in before if c.cell_type == "code" and not utils.is_grade(c)]
-        path = self._observation_path()
-        for _attempt in range(self.observation_restarts + 1):
-            if self.deadline and time.time() + max(seconds, 10.0) > self.deadline:
-                Notes(parent=self).add("died", NO_TIME)
-                self.log.warning(NO_TIME)
-                break
-            path.unlink(missing_ok=True)  # only observations of this kernel are read
-            Path(f"{path}{LOG}").unlink(missing_ok=True)
-            self.km = self.kc = None
-            start = time.monotonic()
-            try:
-                with self.setup_kernel():
-                    self._run_aside(code)
-                    if self._observe():
-                        return
-            except DeadKernelError:
-                pass  # the kernel died in the notebook's code: no observation
-            except Exception as error:  # noqa: BLE001 - no observations: the grader flags points
-                self.log.warning("the trusted check could not run after the kernel died: %s", error)
-                return
-            seconds = time.monotonic() - start
-            if not self._learn_from_log(path):
-                break
-        path.unlink(missing_ok=True)  # no complete observation: every point is checked as lost
-
-    def _learn_from_log(self, path: Path) -> bool:
-        """Add the items that killed the kernel or were interrupted (the kernel's log) to the
-        failed ones; False when the log names none that was not failed yet (no progress)."""
-        log = _read_log(Path(f"{path}{LOG}"))
-        started = [line[6:] for line in log if line.startswith("start ")]
-        interrupted = {line[12:] for line in log if line.startswith("interrupted ")}
-        new = {name: INTERRUPTED_ITEM for name in interrupted if name not in self._failed}
-        if started and started[-1] not in self._failed and log[-1] == f"start {started[-1]}":
-            new[started[-1]] = KILLED_ITEM
-        killed = [name for name, why in new.items() if why == KILLED_ITEM]
-        if killed:
-            note = OBSERVATION_DIED.format(killed[0])
-            Notes(parent=self).add("died", note)
-            self.log.warning(note)
-        self._failed.update(new)
-        return bool(new)
-
-    def _run_aside(self, sources: list[str]) -> None:
-        """Run code in the kernel without touching the graded notebook (its own scratch copy)."""
-        graded = self.nb
-        self.nb = NotebookNode(graded.copy())
-        self.nb.cells = [
-            NotebookNode(cell_type="code", source=source, metadata={}, outputs=[])
-            for source in sources
-        ]
-        try:
-            for index, cell in enumerate(self.nb.cells):
-                self.execute_cell(cell, index, store_history=False)
-        finally:
-            self.nb = graded
-
-
-def _read_log(path: Path) -> list[str]:
-    """The lines of the kernel's observation log (a regular file, no link, its start only);
-    the names are kept to plain characters (the kernel wrote them)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return []
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            return []
-        text = handle.read(LOG_BYTES).decode("ascii", errors="replace")
-    lines = [line.strip() for line in text.splitlines()]
-    return [line[:200] for line in lines if line and re.fullmatch(r"[\w .-]+", line)]
 
 
 def _error(name: str, message: str) -> NotebookNode:

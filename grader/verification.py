@@ -30,7 +30,6 @@ notebook is verified a second time, where no student code runs:
 from __future__ import annotations
 
 import importlib.util
-import json
 import secrets
 import subprocess
 import sys
@@ -40,12 +39,14 @@ from pathlib import Path
 
 from nbgrader.api import SubmittedNotebook
 
-SUFFIX = ".observations.pt"  # written by the kernel next to the graded notebook
+from course import contract
+
+SUFFIX = contract.OBSERVATIONS_SUFFIX  # written by the kernel next to the graded notebook
 
 
 def observations_file(folder: Path, notebook: str) -> Path:
     """Where the kernel writes the observations of ``notebook``."""
-    return folder / f"{notebook}{SUFFIX}"
+    return Path(contract.observations_path(folder, notebook))
 
 
 def has_judge(assignment: str) -> bool:
@@ -81,12 +82,12 @@ class Judge:
 
     def verify(self, assignment: str, seed: int, path: Path) -> Verification:
         """The judge's verdicts on the observations at ``path``."""
-        request = json.dumps({"assignment": assignment, "seed": seed, "path": str(path)})
+        request = contract.request_line(assignment, seed, str(path))
         with self._lock:
             for _attempt in range(2):  # a judge that died is started again, once
                 process = self._started()
                 try:
-                    process.stdin.write(request + "\n")
+                    process.stdin.write(request)
                     process.stdin.flush()
                     line = process.stdout.readline()
                 except (BrokenPipeError, OSError):
@@ -96,10 +97,8 @@ class Judge:
                 self._process = None
             else:
                 return Verification(refused="the judge process failed (see its messages)")
-        reply = json.loads(line)
-        if "refused" in reply:
-            return Verification(refused=reply["refused"])
-        return Verification(verdicts=reply["verdicts"])
+        verdicts, refused = contract.read_reply(line)
+        return Verification(verdicts=verdicts, refused=refused)
 
     def _started(self) -> subprocess.Popen:
         if self._process is None or self._process.poll() is not None:

@@ -5,6 +5,7 @@ and show no hidden test."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -94,12 +95,23 @@ def test_written_answer_graded_in_formgrader_reaches_course_grades(
 TAMPERING = "noop_checks"  # an all-zero mask, the checks rebound to no-ops (issue 40)
 
 
+def submission_row(page: Page, student: str) -> Locator:
+    """The row of ``student`` in formgrader's table of an assignment's submissions (searched
+    for: the table shows 10 rows a page)."""
+    page.locator("input[type='search']").fill(student)
+    cell = page.locator("td.student-id", has_text=re.compile(f"^\\s*{re.escape(student)}\\s*$"))
+    return page.locator("#main-table tr", has=cell)
+
+
 def _click_and_wait(page: Page, row: Locator, button: str, endpoint: str) -> None:
     """Click a formgrader button of a submission's row; the server's answer must be success."""
     with page.expect_response(lambda r: endpoint in r.url, timeout=600_000) as answer:
         row.locator(f"{button} a").click()
     assert answer.value.ok, answer.value.status
     assert answer.value.json().get("success"), answer.value.json().get("error", "")[-2000:]
+    modal = page.locator("#success-modal")  # formgrader says it succeeded: close that
+    modal.locator(".modal-footer button[data-dismiss='modal']").click()
+    expect(modal).to_have_count(0)
 
 
 def test_formgrader_buttons_grade_and_give_feedback_as_course_does(
@@ -119,12 +131,14 @@ def test_formgrader_buttons_grade_and_give_feedback_as_course_does(
     with Gradebook(pipeline.db_url(root)) as gb:
         before = gb.find_submission_notebook(notebook, assignment, STUDENT).score
 
-    page.goto(f"{lab.url}/formgrader/manage_submissions/{assignment}?token={lab.token}")
+    page.goto(lab.lab_url())  # logs in (the token becomes a cookie), as the other tests do
+    expect(page.locator(".jp-LabShell")).to_be_visible(timeout=120_000)
+    submissions = f"{lab.url}/formgrader/manage_submissions/{assignment}"
+    page.goto(submissions)  # formgrader's page of the assignment's submissions, on its own
     for student in (STUDENT, TAMPERING):
-        row = page.locator("tr", has=page.locator(f"td:text-is('{student}')"))
+        row = submission_row(page, student)
         expect(row).to_have_count(1, timeout=60_000)
         _click_and_wait(page, row, ".autograde", f"/{assignment}/{student}/autograde")
-        page.keyboard.press("Escape")  # formgrader's modal says it succeeded
     screenshot(page, artifacts, "formgrader__5_autograded")
 
     with Gradebook(pipeline.db_url(root)) as gb:
@@ -136,11 +150,10 @@ def test_formgrader_buttons_grade_and_give_feedback_as_course_does(
     status = {r["student"]: r["status"] for r in report.read(root) if r["assignment"] == assignment}
     assert status[TAMPERING] == "flagged" and status[STUDENT] == "graded", status
 
-    page.goto(f"{lab.url}/formgrader/manage_submissions/{assignment}?token={lab.token}")
+    page.goto(submissions)
     for student in (STUDENT, TAMPERING):
-        row = page.locator("tr", has=page.locator(f"td:text-is('{student}')"))
+        row = submission_row(page, student)
         _click_and_wait(page, row, ".generate-feedback", f"/{student}/generate_feedback")
-        page.keyboard.press("Escape")
         html = root / "feedback" / student / assignment / f"{notebook}.html"
         text = html.read_text()
         assert "BEGIN HIDDEN TESTS" not in text and "_reference_mask" not in text, html

@@ -250,7 +250,8 @@ def graded_gradebook(root: Path) -> None:
         for assignment, student, points, penalty in [
             (A, "jsmith", 7, 0), (A, "jdoe", 9, 4), ("b_attention", "jdoe", 5, 0)
         ]:  # fmt: skip
-            gb.add_submission(assignment, student)
+            late = DUE + timedelta(hours=1) if penalty else None  # A is due at DUE
+            gb.add_submission(assignment, student, timestamp=late)
             grade = gb.find_grade("q", "nb", assignment, student)
             grade.auto_score, grade.needs_manual_grade = points, False
             gb.find_submission_notebook("nb", assignment, student).late_submission_penalty = penalty

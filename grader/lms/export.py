@@ -4,8 +4,11 @@
 does nbgrader's own command, ``nbgrader export --exporter=grader.lms.export.CanvasExport
 --to FILE``. Each writes one row per student of the roster (the gradebook's students) and one
 column per assignment. A score is nbgrader's, less the late penalty that autograding recorded
-(``AssignLatePenalties`` with the course's ``LateSubmissionPlugin``); a student who submitted
-nothing gets 0, or an empty cell with ``missing = "empty"``.
+(``AssignLatePenalties`` with the course's ``LateSubmissionPlugin``), computed again here on the
+notebook's current score: nbgrader computes it when autograding, before the written answers
+are graded by hand, so a penalty that depends on the score (``penalty_method = "zero"``) would
+leave the manual points in. A student who submitted nothing gets 0, or an empty cell with
+``missing = "empty"``.
 
 - Canvas (Grades > Import): ``Student, ID, SIS User ID, SIS Login ID, Section``, then a column
   per assignment, and a ``Points Possible`` row. Canvas finds a student by ``ID`` (the Canvas user
@@ -23,10 +26,11 @@ from pathlib import Path
 
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.plugins import ExportPlugin
+from nbgrader.preprocessors import AssignLatePenalties
 from traitlets import Enum
 
 from grader.gradebook import sqlite_file
-from grader.paths import CourseError, db_url
+from grader.paths import CourseError, db_url, load_config
 
 
 class LmsExport(ExportPlugin):
@@ -67,8 +71,22 @@ class LmsExport(ExportPlugin):
             return "" if self.missing == "empty" else "0"
         if submission.needs_manual_grade:
             self.log.warning("%s/%s: written answers not graded yet", student, assignment)
-        penalty = submission.late_submission_penalty or 0.0
-        return f"{max(0.0, submission.score - penalty):g}"
+        return f"{max(0.0, submission.score - self.penalty(submission)):g}"
+
+    def penalty(self, submission: object) -> float:
+        """The late penalty of a submission: the course's ``LateSubmissionPlugin`` on each
+        notebook's current score (as ``AssignLatePenalties``), or what grading recorded."""
+        late = submission.total_seconds_late
+        if not late:
+            return 0.0
+        plugin = AssignLatePenalties(parent=self).plugin_class(parent=self)
+        total = 0.0
+        for notebook in submission.notebooks:
+            penalty = plugin.late_submission_penalty(submission.student.id, notebook.score, late)
+            if penalty is None:
+                penalty = notebook.late_submission_penalty or 0.0
+            total += min(max(penalty, 0.0), notebook.score)
+        return total
 
 
 class CanvasExport(LmsExport):
@@ -111,7 +129,7 @@ def export(root: Path, lms: str, out: Path, missing: str = "zero") -> Path:
     file = sqlite_file(url)
     if file is not None and not file.exists():
         raise CourseError(f"no gradebook at {file}: release and autograde something first.")
-    plugin = EXPORTERS[lms](to=str(out), missing=missing)
+    plugin = EXPORTERS[lms](to=str(out), missing=missing, config=load_config(root))
     with warnings.catch_warnings(), Gradebook(url) as gb:
         warnings.simplefilter("ignore")
         if not gb.students:

@@ -61,13 +61,7 @@ def parser() -> argparse.ArgumentParser:
         "--cluster", metavar="local:N", help="grade on a Dask LocalCluster of N workers"
     )
 
-    p = sub.add_parser("collect", help="collect an LMS download (zip) into submitted/")
-    p.add_argument("assignment")
-    p.add_argument("zip", type=Path, help="the submissions as the LMS downloaded them")
-    p.add_argument("--lms", choices=LMS_NAMES, required=True)
-    p.add_argument(
-        "--worksheet", type=Path, help="Moodle's grading worksheet (CSV): submission times"
-    )
+    _collect_parser(sub)
 
     p = sub.add_parser("feedback", help="write feedback HTML without the hidden tests")
     p.add_argument("assignment")
@@ -75,14 +69,7 @@ def parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("grades", help="print the grade table and write it to CSV")
     p.add_argument("--csv", type=Path, help="CSV path (default: ROOT/grades.csv)")
-    p.add_argument("--lms", choices=LMS_NAMES, help="write the CSV this LMS imports instead")
-    p.add_argument("--out", type=Path, help="with --lms: the file (default: ROOT/grades-LMS.csv)")
-    p.add_argument(
-        "--missing",
-        choices=["zero", "empty"],
-        default="zero",
-        help="with --lms: a student who submitted nothing gets 0 (default) or an empty cell",
-    )
+    _lms_grade_options(p)
 
     p = sub.add_parser("demo", help="build and grade the demo class")
     p.add_argument("assignments", nargs="*", help="assignments (default: all)")
@@ -106,6 +93,27 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("description", type=Path)
     b.add_argument("out", type=Path)
     return top
+
+
+def _collect_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("collect", help="collect an LMS download (zip) into submitted/")
+    p.add_argument("assignment")
+    p.add_argument("zip", type=Path, help="the submissions as the LMS downloaded them")
+    p.add_argument("--lms", choices=LMS_NAMES, required=True)
+    p.add_argument(
+        "--worksheet", type=Path, help="Moodle's grading worksheet (CSV): submission times"
+    )
+
+
+def _lms_grade_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--lms", choices=LMS_NAMES, help="write the CSV this LMS imports instead")
+    p.add_argument("--out", type=Path, help="with --lms: the file (default: ROOT/grades-LMS.csv)")
+    p.add_argument(
+        "--missing",
+        choices=["zero", "empty"],
+        default="zero",
+        help="with --lms: a student who submitted nothing gets 0 (default) or an empty cell",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -159,8 +167,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _lms_command(root: Path, args: argparse.Namespace) -> int:
     """``course collect``, ``course feedback [--zip]`` and ``course grades --lms``."""
+    # these load nbgrader (see run()): imported once an LMS command is chosen
     from grader import pipeline
-    from grader.lms import collect, export, feedback_zip
+    from grader.lms import collect, export, feedback_zip  # (nbgrader too)
 
     if args.command == "collect":
         done = collect.collect(root, args.assignment, args.zip, args.lms, args.worksheet)

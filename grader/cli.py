@@ -151,6 +151,8 @@ def run(args: argparse.Namespace) -> int:
         return 0 if all(g.ok for g in results) else 1
     elif args.command in ("collect", "feedback") or getattr(args, "lms", None):
         return _lms_command(root, args)
+    elif args.command == "grades" and args.out:
+        raise CourseError("--out goes with --lms canvas|moodle (the grade table's CSV: --csv)")
     elif args.command == "grades":
         rows = pipeline.grade_rows(root)
         print(pipeline.format_grade_table(rows))
@@ -174,6 +176,7 @@ def _lms_command(root: Path, args: argparse.Namespace) -> int:
     if args.command == "collect":
         done = collect.collect(root, args.assignment, args.zip, args.lms, args.worksheet)
         print(collect.format_report(done))
+        return 0 if done.taken else 1
     elif args.command == "feedback":
         print(f"feedback written under {pipeline.feedback(root, args.assignment)}")
         if args.zip:

@@ -29,6 +29,7 @@ from tests.lms_archives import (
     read_names,
     with_link,
     write_zip,
+    zip_bytes,
 )
 
 A = "a_masks"
@@ -88,6 +89,8 @@ def canvas_download(tmp_path: Path) -> Path:
         # a broken notebook
         canvas_name("wuli", 1006, 506, f"{NOTEBOOK}.ipynb"): b"{not json",
         "README.txt": b"not a submission",
+        # a zip uploaded as the submission: nbgrader's extractor opens it, nothing in it is named
+        canvas_name("ngoan", 1007, 507, "work.zip"): zip_bytes({"a.ipynb": notebook_bytes("z")}),
     }
     return write_zip(tmp_path / "submissions.zip", files)
 
@@ -116,6 +119,7 @@ def test_canvas_download_is_collected(course_root: Path, tmp_path: Path) -> None
     assert "not a readable notebook" in reasons[canvas_name("wuli", 1006, 506,
                                                             f"{NOTEBOOK}.ipynb")]  # fmt: skip
     assert "not named as Canvas" in reasons["README.txt"]
+    assert "not named as Canvas" in reasons[canvas_name("ngoan", 1007, 507, "work/a.ipynb")]
     assert not (course_root / "submitted" / "1005").exists()
     # the roster learns the Canvas ids; the new student enters the gradebook with hers
     with Gradebook(db_url(course_root)) as gb:
@@ -229,7 +233,10 @@ def test_collect_command_prints_the_report_and_one_line_errors(
     out = capsys.readouterr().out
     assert "Canvas download of a_masks: 4 collected" in out
     assert "jdoe: doejohn_LATE_1002_502_masks_and_positions-1.ipynb" in out
-    assert "skipped 7 file(s):" in out
+    assert "skipped 9 file(s):" in out
+    moodle = ["--root", str(course_root), "collect", A, str(archive), "--lms", "moodle"]
+    assert main(moodle) == 1  # a Canvas download read as Moodle's: nothing collected
+    assert "(a Canvas download needs --lms canvas)" in capsys.readouterr().out
     missing = tmp_path / "nowhere.zip"
     assert main(["--root", str(course_root), "collect", A, str(missing), "--lms", "moodle"]) == 2
     assert capsys.readouterr().err.startswith("course: error: no file at")
@@ -284,6 +291,8 @@ def test_moodle_export_with_empty_cells_for_no_submission(
     argv = ["--root", str(course_root), "grades", "--lms", "moodle", "--out", str(out)]
     assert main([*argv, "--missing", "empty"]) == 0
     assert "for import into Moodle" in capsys.readouterr().out
+    assert main(["--root", str(course_root), "grades", "--out", str(out)]) == 2
+    assert "--out goes with --lms" in capsys.readouterr().err
     assert read_csv(out) == [
         ["First name", "Last name", "ID number", "Email address", A, "b_attention"],
         ["Ann", "Lee", "alee", "ann@uni.example", "", ""],

@@ -31,7 +31,7 @@ import nbformat
 from nbgrader.api import Gradebook
 
 from grader import gradebook
-from grader.lms import archive, names, roster
+from grader.lms import LMS_NAMES, archive, names, roster
 from grader.paths import CourseError, db_url, release_notebooks, require_assignment
 
 RECORD = "lms.json"
@@ -254,4 +254,10 @@ def format_report(done: Collected) -> str:
     if done.skipped:
         lines.append(f"skipped {len(done.skipped)} file(s):")
         lines += [f"  {s.path}: {s.reason}" for s in done.skipped]
+    if not done.taken:
+        other = next(name for name in LMS_NAMES if name != done.lms)
+        lines.append(
+            f"nothing collected: is this the assignment's {done.lms.title()} download? "
+            f"(a {other.title()} download needs --lms {other})"
+        )
     return "\n".join(lines)

@@ -240,6 +240,12 @@ def test_collect_command_prints_the_report_and_one_line_errors(
     missing = tmp_path / "nowhere.zip"
     assert main(["--root", str(course_root), "collect", A, str(missing), "--lms", "moodle"]) == 2
     assert capsys.readouterr().err.startswith("course: error: no file at")
+    sheet = ["--worksheet", str(worksheet(tmp_path))]
+    assert (
+        main(["--root", str(course_root), "collect", A, str(archive), "--lms", "canvas", *sheet])
+        == 2
+    )
+    assert "--worksheet is Moodle's" in capsys.readouterr().err
     unknown = ["--root", str(course_root), "collect", "zz", str(archive), "--lms", "canvas"]
     assert main(unknown) == 2
     assert "unknown assignment 'zz'" in capsys.readouterr().err

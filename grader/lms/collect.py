@@ -74,6 +74,8 @@ def collect(
 ) -> Collected:
     """Collect the download ``zip_path`` of ``lms`` for ``assignment`` (see the module)."""
     require_assignment(root, assignment)
+    if worksheet is not None and lms != "moodle":
+        raise CourseError("--worksheet is Moodle's; Canvas marks lateness in its file names.")
     wanted = release_notebooks(root, assignment)
     if not list((root / "release" / assignment).glob("*.ipynb")):
         raise CourseError(f"release/{assignment} has no notebooks: run `course release` first.")

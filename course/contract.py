@@ -79,6 +79,11 @@ def observe_code(assignment: str, seed: int, path: str, failed: dict[str, str]) 
     )
 
 
+def stop_runaways_code() -> str:
+    """The code the grader runs in the kernel after a cell was interrupted at its time limit."""
+    return "import course.verify as _course_verify\n_course_verify.stop_runaways()"
+
+
 # ----------------------------------------------------------------------------- grader <-> judge
 def request_line(assignment: str, seed: int, path: str) -> str:
     """The grader's request to the judge for the observations at ``path``."""

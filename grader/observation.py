@@ -82,7 +82,7 @@ class KernelObservation:
         assignment = str(info.get("assignment"))
         code = contract.observe_code(assignment, self.seed, str(self.path), self.failed)
         try:
-            self._run_aside([code])
+            self.run_aside([code])
         except DeadKernelError:
             return False
         except Exception as error:  # noqa: BLE001 - no observations: the grader flags points
@@ -114,7 +114,7 @@ class KernelObservation:
             start = time.monotonic()
             try:
                 with client.setup_kernel():
-                    self._run_aside(code)
+                    self.run_aside(code)
                     if self.in_this_kernel():
                         return
             except DeadKernelError:
@@ -143,7 +143,7 @@ class KernelObservation:
         self.failed.update(new)
         return bool(new)
 
-    def _run_aside(self, sources: list[str]) -> None:
+    def run_aside(self, sources: list[str]) -> None:
         """Run code in the kernel without touching the graded notebook (its own scratch copy)."""
         client = self.client
         graded = client.nb

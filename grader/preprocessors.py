@@ -8,6 +8,7 @@ reads back for the grading report (:func:`read_notes`); each also logs it.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -23,6 +24,7 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Float, Integer, Unicode
 from traitlets.config import Configurable
 
+from course import contract
 from grader import limits, verification
 from grader.observation import KernelObservation
 from grader.verification import observations_file
@@ -103,9 +105,13 @@ STOPPED = (
     "cells before it keep their points, the tests after it did not run (a loop that never ends?)"
 )
 OUT_OF_TIME = (
-    "the submission's time limit was reached before cell {} (cells of at most {} s): the cells "
-    "before it keep their points, the tests from it did not run"
+    "the submission's time limit was spent before cell {}: the cells before it keep their "
+    "points (checked by the judge), the tests from it did not run"
 )
+NOT_RUN_OUT_OF_TIME = (
+    "not run: the submission's time limit was spent before this cell, so this test earns nothing"
+)
+OBSERVATION_TIME = 30.0  # seconds kept at most before the deadline for the judge's observation
 NOT_RUN = (
     "not run: the notebook's kernel died in an earlier cell (os._exit, a crash or the memory "
     "limit), so this test earns nothing"
@@ -118,10 +124,6 @@ NOT_RUN_STOPPED = (
 
 class RunawayCell(DeadKernelError):
     """A cell ran past its timeout and ignored the interrupt: its kernel was stopped."""
-
-
-class OutOfTime(RunawayCell):
-    """The submission's time limit was reached before a cell: the cells from it are not run."""
 
 
 class ExecuteKeepingPoints(Execute):
@@ -172,14 +174,15 @@ class ExecuteKeepingPoints(Execute):
     _running: int | None = None
     _running_since = 0.0
     _seed = 0
+    _interrupted = False  # the last cell was interrupted at its time limit
+    _spent = False  # the last cell's limit was the time left before the deadline
+    _cells_until = _until = 0.0  # epoch seconds: the notebook's cells, the current run
     _observation: KernelObservation
 
     def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int) -> tuple:
         if cell.cell_type == "code":
             self._running = index  # the cell that was running if the kernel dies now
             self._running_since = time.monotonic()
-            if self.deadline and time.time() >= self.deadline:
-                raise OutOfTime("the submission's time limit was reached")
         return super().preprocess_cell(cell, resources, index)
 
     def _set_limits(self, resources: dict) -> None:
@@ -199,14 +202,20 @@ class ExecuteKeepingPoints(Execute):
             self.timeout = times.cell_seconds
         if not self.deadline:
             self.deadline = time.time() + times.submission_seconds
+        # The notebook's cells stop a little before the deadline: the observation for the
+        # judge still runs in the time kept, so a submission out of time keeps its points.
+        kept = min(OBSERVATION_TIME, max(5.0, 0.1 * (self.deadline - time.time())))
+        self._cells_until = self._until = self.deadline - kept
         self.timeout_func = self._cell_timeout
         resources.setdefault("course", {})["seed"] = self._seed
 
     def _cell_timeout(self, cell: NotebookNode) -> int | None:
         """The cell's time limit: the cell limit, or less when the deadline is nearer."""
-        if not self.deadline:
+        if not self._until:
             return self.timeout
-        left = int(self.deadline - time.time())
+        left = math.ceil(self._until - time.time())
+        # A cell cut short by the deadline spends the submission's time: no cell runs after it.
+        self._spent = not self.timeout or left < self.timeout
         return max(1, min(self.timeout, left)) if self.timeout else max(1, left)
 
     def preprocess(self, nb: NotebookNode, resources: dict, km=None) -> tuple[NotebookNode, dict]:
@@ -224,11 +233,19 @@ class ExecuteKeepingPoints(Execute):
             with self.setup_kernel():
                 info = self.wait_for_reply(self.kc.kernel_info())
                 self.nb.metadata["language_info"] = info["content"]["language_info"]
+                spent = False  # a cell was cut short by the deadline
                 for index, cell in enumerate(self.nb.cells):
+                    if cell.cell_type == "code" and (spent or time.time() >= self._cells_until):
+                        self._out_of_time(index)
+                        break
                     self.preprocess_cell(cell, resources, index)
+                    spent = self._interrupted and self._spent
+                    self._stop_runaways()
+                self._until = self.deadline  # the observation may use the time kept for it
                 # False: the kernel died in the observation
                 observed = self._observation.in_this_kernel()
         except DeadKernelError as error:  # in a cell of the notebook (or before the first)
+            self._until = self.deadline
             # A fresh kernel re-runs the cells before: about as long as they took.
             self._keep_what_ran(error, self._running_since - start)
             observed = True
@@ -241,6 +258,7 @@ class ExecuteKeepingPoints(Execute):
         self, timeout: int, cell: NotebookNode | None = None
     ) -> None | dict:
         """Interrupt the cell (nbclient); stop its kernel if it ignores the interrupt."""
+        self._interrupted = True
         reply = await super()._async_handle_timeout(timeout, cell)
         if not self.interrupt_on_timeout:
             return reply
@@ -264,12 +282,8 @@ class ExecuteKeepingPoints(Execute):
         name = cells[died].get("metadata", {}).get("nbgrader", {}).get("grade_id", died)
         stopped = isinstance(error, RunawayCell)
         if stopped:
-            template = OUT_OF_TIME if isinstance(error, OutOfTime) else STOPPED
-            note = template.format(name, self.timeout)
-            self.resources.setdefault("course", {})["stopped"] = note
-            Notes(parent=self).add("stopped", note)
-            notebook = self.resources.get("nbgrader", {}).get("notebook", "")
-            Notes(parent=self).add("stopped_in", notebook)
+            note = STOPPED.format(name, self.timeout)
+            self._stopped(note)
             error, not_run = _error("CellTimeoutError", note), NOT_RUN_STOPPED
         else:
             note = DIED.format(name)
@@ -277,15 +291,49 @@ class ExecuteKeepingPoints(Execute):
             error, not_run = _error("DeadKernelError", "the kernel died in this cell"), NOT_RUN
         self.log.warning(note)
         cells[died].setdefault("outputs", []).append(error)
-        for cell in cells[died + 1 :]:
-            if cell.cell_type == "code" and utils.is_grade(cell):
-                cell.outputs = [_error("NotRun", not_run)]
-        # The tests from this cell on earn nothing: their items of the observation (one per
-        # test cell, by grade_id) are not called, so that the code that killed the kernel does
-        # not kill the observation too.
-        tests = [cell for cell in cells[died:] if cell.cell_type == "code" and utils.is_grade(cell)]
-        self._observation.not_observed(tests)
+        self._not_run(died, not_run)
         self._observation.in_fresh_kernels(cells[:died], seconds)
+
+    def _not_run(self, first: int, why: str) -> None:
+        """The tests from cell ``first`` on earn nothing: those after it get an error output
+        (``why``), and their items of the observation (one per test cell, by grade_id) are not
+        called, so that the code that stopped the notebook does not stop the observation too."""
+        tests = [c for c in self.nb.cells[first:] if c.cell_type == "code" and utils.is_grade(c)]
+        for cell in tests:
+            if cell is not self.nb.cells[first]:
+                cell.outputs = [_error("NotRun", why)]
+        self._observation.not_observed(tests)
+
+    def _stopped(self, note: str) -> None:
+        """A note that the notebook stopped before its end (the report's TIMED OUT)."""
+        self.resources.setdefault("course", {})["stopped"] = note
+        Notes(parent=self).add("stopped", note)
+        Notes(parent=self).add("stopped_in", self.resources.get("nbgrader", {}).get("notebook", ""))
+
+    def _out_of_time(self, index: int) -> None:
+        """The submission's time is spent before cell ``index``: it and the cells after it
+        are not run; the observation runs in this kernel, in the time kept for it."""
+        cell = self.nb.cells[index]
+        name = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", index)
+        note = OUT_OF_TIME.format(name)
+        self._stopped(note)
+        self.log.warning(note)
+        if cell.cell_type == "code" and utils.is_grade(cell):
+            cell.outputs = [_error("NotRun", NOT_RUN_OUT_OF_TIME)]
+        self._not_run(index, NOT_RUN_OUT_OF_TIME)
+
+    def _stop_runaways(self) -> None:
+        """After a cell was interrupted at its time limit: the notebook's function that was
+        running then is stopped at once wherever it is called again (course.verify)."""
+        if not self._interrupted:
+            return
+        self._interrupted = False
+        try:
+            self._observation.run_aside([contract.stop_runaways_code()])
+        except DeadKernelError:
+            raise
+        except Exception as error:  # noqa: BLE001 - the next cells run as they would have
+            self.log.warning("could not stop the function that ran away: %s", error)
 
     def _note(self, kind: str, note: str) -> None:
         """A note for the grading report (:class:`Notes`), logged too."""

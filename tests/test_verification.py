@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import sys
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,33 @@ def test_what_we_copied_from_nbconvert_and_nbclient_has_not_changed() -> None:
     theirs = inspect.signature(NotebookClient._async_handle_timeout).parameters
     assert list(ours) == list(theirs), "nbclient's _async_handle_timeout changed its parameters"
     assert hasattr(ExecutePreprocessor, "_check_assign_resources"), "nbconvert renamed it"
+
+
+def test_a_function_interrupted_at_its_limit_is_not_called_again() -> None:
+    """course.verify.stop_runaways, run by the grader after a cell was interrupted, replaces
+    the notebook's function (or method) that was running by one that raises at once."""
+    import _thread
+    import threading
+
+    module = sys.modules["__main__"]
+    namespace = vars(module)  # a notebook's namespace: the functions' globals are __main__'s
+    exec(
+        "def count(n):\n    while True:\n        pass\n"
+        "class Model:\n    def __init__(self):\n        while True:\n            pass\n",
+        namespace,
+    )
+    try:
+        for call, name in (
+            (lambda: module.count(3), "count"),
+            (lambda: module.Model(), "__init__"),
+        ):
+            threading.Timer(0.3, _thread.interrupt_main).start()
+            with pytest.raises(KeyboardInterrupt) as interrupted:
+                call()
+            sys.last_traceback = interrupted.value.__traceback__
+            assert verify.stop_runaways() == name
+            with pytest.raises(TimeoutError, match="ran past the time limit in an earlier cell"):
+                call()
+    finally:
+        namespace.pop("count", None)
+        namespace.pop("Model", None)

@@ -1,8 +1,8 @@
 """An adversarial class: broken, runaway and tampering submissions beside honest students.
 
-The class is graded once (assignment A, 2 jobs, short limits). Every submission ends with a clear
-line in the grading report; honest students get exactly their usual scores; no tampering
-submission earns a point; the gradebook survives an interrupted run.
+The class is graded once (assignment A, 2 jobs, the product's time limits). Every submission
+ends with a clear line in the grading report; honest students get exactly their usual scores;
+no tampering submission earns a point; the gradebook survives an interrupted run.
 
 The hostile kinds hide their code from the static scan (``exec`` of a hex string), so what stops
 them is the sandbox (:mod:`grader.kernels`) and the trusted judge (:mod:`grader.verification`):
@@ -311,7 +311,9 @@ def scratch_folders() -> set[Path]:
 
 @pytest.fixture(scope="module")
 def adversarial_class(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The adversarial class and three honest students, graded with short limits."""
+    """The adversarial class and three honest students, graded with the time limits in force
+    (A's, derived from its reference run: 30 s a cell, 120 s a submission); memory and disk
+    tighter than the product's, each for a reason given below."""
     root = make_course_copy(tmp_path_factory.mktemp("adversarial") / "course")
     pipeline.release(root, ASSIGNMENT)
     demo.build_class(root, ASSIGNMENT)
@@ -330,9 +332,10 @@ def adversarial_class(tmp_path_factory: pytest.TempPathFactory) -> Path:
             nb = action(nb)
         nbformat.write(nb, str(target))
     limits = {
-        "COURSE_CELL_TIMEOUT": "15",
-        "COURSE_SUBMISSION_SECONDS": "60",
+        # memory_hog asks for 8 GB: under the product's 8192 MB it could get it; at 5000 MB the
+        # allocation fails at once, as it would for a larger hog in a real class.
         "COURSE_MEMORY_MB": "5000",
+        # fills_disk writes 45 MB: over 20 MB its files go, without writing 100 MB a run.
         "COURSE_DISK_MB": "20",
     }
     saved = {k: os.environ.get(k) for k in limits}
@@ -403,7 +406,7 @@ def test_endless_loop_ignoring_sigint_is_stopped(adversarial_class: Path) -> Non
     """Its kernel is stopped after the cell timeout and a grace: graded, the cell named."""
     (line,) = lines(adversarial_class, "ignores_sigint")
     assert line["status"] == "timed out", line
-    assert "cell mask_solution ran past the time limit (15 s)" in line["detail"], line
+    assert "cell mask_solution ran past the time limit (30 s)" in line["detail"], line
     assert auto_score(adversarial_class, "ignores_sigint") == 0  # in the first exercise
 
 

@@ -17,6 +17,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from IPython.core.inputtransformer2 import TransformerManager
 from torch import nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -106,7 +107,7 @@ def definitions(notebook: str, names: set[str], ns: dict | None = None) -> dict:
     for cell in json.loads(path.read_text())["cells"]:
         if cell["cell_type"] != "code":
             continue
-        source = "".join(line for line in cell["source"] if not line.lstrip().startswith("%"))
+        source = TransformerManager().transform_cell("".join(cell["source"]))  # magics: calls
         for node in ast.parse(source).body:
             defined = {getattr(node, "name", None)} | _assigned(node)
             if defined & names:
@@ -235,9 +236,30 @@ def test_g_pretrain_your_own_section_runs_where_the_model_is() -> None:
     assert strays_of(run) == []
     ns["DEVICE"] = torch.device("cpu")
     model, history = ns["pretrain_own"](2)
+    _compare_with_the_shipped_checkpoint(ns, model, history)
     assert history.steps == 2 and ns["PRETRAIN_STEPS"] == 15_000
     x, y = corruption_rows(ns["wiki"], ns["span_corruption"], vocab, 32, 3, torch.Generator())
     assert 0 < ns["loss_per_character"](model, x, y) < 10
+
+
+def _compare_with_the_shipped_checkpoint(ns: dict, model: nn.Module, history) -> None:
+    """G's cell after the pretraining, run with small stand-ins for sections 4 and 5."""
+    pairs = [("Where was Ann Smith born?", "Paris"), ("Where was Bo Lee born?", "Oslo")]
+    config = ns["info"]["config"]
+    ns.update(
+        own_model=model, own_history=history, accuracy={"pretrained": [0.5]},
+        load_pretrained=lambda cls, path: (cls(**config),), SHIPPED=None,
+        BATCH=2, steps=2, N_DEV=2, dev_questions=[q for q, _ in pairs],
+        dev_answers=[a for _, a in pairs], dev_accuracy=lambda got, truth: 0.25,
+    )  # fmt: skip
+    ns["info"]["train"] = {"steps": 15_000}
+    ns["train_x"], ns["train_y"] = question_rows(pairs, ns["vocab"], 32)
+    path = next((REPO / "source").glob("*/birth_places.ipynb"))
+    cells = ["".join(c["source"]) for c in json.loads(path.read_text())["cells"]]
+    compare = next(c for c in cells if c.startswith("if own_model is not None:"))
+    exec(compile(compare, path.name, "exec"), ns)  # noqa: S102 - the course's own cell
+    assert set(ns["losses"]) == set(ns["scores"]) == {"shipped", "yours"}
+    assert ns["scores"] == {"shipped": 0.5, "yours": 0.25}
 
 
 # ------------------------------------------------------------------ H: its training cell

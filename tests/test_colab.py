@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,18 +17,8 @@ from tests.conftest import REPO
 from tools import colab
 
 
-class FakeShell:
-    """``get_ipython()`` as much as the install cell uses: it records the line magics."""
-
-    def __init__(self) -> None:
-        self.magics: list[tuple[str, str]] = []
-
-    def run_line_magic(self, name: str, line: str) -> None:
-        self.magics.append((name, line))
-
-
-def run_install_cell(monkeypatch, course_found: bool) -> list[tuple[str, str]]:
-    """Run the install cell as IPython would; return the magics it ran."""
+def run_install_cell(monkeypatch, course_found: bool) -> list[list[str]]:
+    """Run the install cell as IPython would; return the commands it ran."""
     real = importlib.util.find_spec
 
     def find_spec(name: str, *args):
@@ -34,17 +26,20 @@ def run_install_cell(monkeypatch, course_found: bool) -> list[tuple[str, str]]:
             return real(name) if course_found else None
         return real(name, *args)
 
+    commands = []
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    shell = FakeShell()
+    monkeypatch.setattr(subprocess, "run", lambda command, check: commands.append(command))
     code = TransformerManager().transform_cell(colab.install_cell_source())
-    exec(code, {"get_ipython": lambda: shell})  # noqa: S102 - the course's own cell
-    return shell.magics
+    assert code == colab.install_cell_source() + "\n", "the cell is plain Python, no magic"
+    exec(code, {})  # noqa: S102 - the course's own cell
+    return commands
 
 
 def test_the_install_cell_installs_only_where_the_course_is_missing(monkeypatch) -> None:
     assert run_install_cell(monkeypatch, course_found=True) == []
-    magics = run_install_cell(monkeypatch, course_found=False)
-    assert magics == [("pip", f'install -q "transformers-course @ git+{colab.REPOSITORY}"')]
+    package = f"transformers-course @ git+{colab.REPOSITORY}"
+    commands = run_install_cell(monkeypatch, course_found=False)
+    assert commands == [[sys.executable, "-m", "pip", "install", "-q", package]]
 
 
 def test_every_notebook_starts_with_the_install_cell_source_and_release() -> None:

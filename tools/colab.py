@@ -8,10 +8,12 @@ variable ``COURSE_REPOSITORY`` while running this tool) when the course is publi
 tool, then ``course release`` so that release/ gets the new first cells.
 
 Every notebook of ``source/`` starts with a plain code cell that installs the student part of the
-course (the ``transformers-course`` distribution, see the README) when ``course`` cannot be
-imported: on Colab or in a fresh Python. In a prepared environment (``make setup``, a JupyterHub
-image, nbgrader's grading) the package is there and the cell does nothing. The data and the
-checkpoints come with that install (they are package data of ``course``).
+course (the ``transformers-course`` distribution) when ``course`` cannot be imported: on Colab or
+in a fresh Python. In a prepared environment (``make setup``, a JupyterHub image, nbgrader's
+grading) the package is there and the cell does nothing. The data and the checkpoints come with
+that install (they are package data of ``course``). The cell is plain Python, pip run by the
+kernel's own interpreter as ``%pip`` would: no magic line that the course's tools (the tampering
+scan, the direct runs) would have to strip.
 """
 
 from __future__ import annotations
@@ -36,9 +38,13 @@ def install_cell_source(repository: str = REPOSITORY) -> str:
         f"{MARKER} (once; nothing happens\n"
         "# where the course is installed: `make setup`, a JupyterHub, grading).\n"
         "import importlib.util\n"
+        "import subprocess\n"
+        "import sys\n"
         "\n"
         'if importlib.util.find_spec("course") is None:\n'
-        f'    %pip install -q "{DISTRIBUTION} @ git+{repository}"'
+        f'    package = "{DISTRIBUTION} @ git+{repository}"\n'
+        '    subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)\n'
+        "    importlib.invalidate_caches()  # the new package importable in this kernel"
     )
 
 

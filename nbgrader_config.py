@@ -13,13 +13,18 @@ c.CourseDirectory.db_url = os.environ.get(
     "COURSE_DB", "sqlite:///" + os.path.join(HERE, "gradebook.db")
 )
 
-# Seconds a cell may run while grading; a longer cell fails (and the others go on).
+# Seconds a cell may run while grading, at most: the limit in force is derived per assignment
+# from its reference run (grader/limits.py: 10 x its slowest cell, at least 30 s); a longer cell
+# is interrupted (and the others go on).
 c.Execute.timeout = int(os.environ.get("COURSE_CELL_TIMEOUT", "120"))
 c.Execute.interrupt_on_timeout = True
 # Seconds to wait for the last outputs of a finished cell (4 s fails on a busy machine).
 c.Execute.iopub_timeout = 60
-# Kernels on private Unix sockets: parallel grading never races for TCP ports (grader/kernels.py).
-c.Execute.kernel_manager_class = "grader.kernels.IsolatedKernelManager"
+# Every graded kernel runs in the bubblewrap sandbox, under the limits below, on private Unix
+# sockets (grader/kernels.py): `course autograde`, plain `nbgrader autograde` and formgrader's
+# Autograde button alike. Where bubblewrap is missing, nothing is graded; only
+# `course autograde --unsafe-no-sandbox` grades without it (and marks every notebook).
+c.Execute.kernel_manager_class = "grader.kernels.SandboxedKernelManager"
 
 # Sanitizing a submission before it runs: nbgrader's default steps, with DeduplicateIds (which
 # fails the whole submission over one copied graded cell) replaced by DropDuplicateCells (keeps
@@ -33,15 +38,32 @@ c.Autograde.sanitize_preprocessors = [
 ]
 
 # Running a submission: nbgrader's default steps, with Execute replaced by ExecuteKeepingPoints
-# (a kernel that dies keeps the points of the cells that ran before it; grader/preprocessors.py).
+# (a kernel that dies keeps the points of the cells that ran before it; the time limits derived
+# from the reference run; the kernel observed for the trusted judge: grader/preprocessors.py),
+# and the course's steps around it (grader/after_run.py): LeaveNoLinks removes links and other
+# special files from the graded folder before the kernel runs and before nbgrader sets the
+# folder's permissions (which follows links); VerifyPoints applies the disk quota, the judge's
+# verdicts and the tampering scan to the gradebook and writes the grading report's line, so
+# that plain `nbgrader autograde` and formgrader's button grade as `course autograde` does.
 c.Autograde.autograde_preprocessors = [
+    "grader.after_run.LeaveNoLinks",
     "grader.preprocessors.ExecuteKeepingPoints",
+    "grader.after_run.LeaveNoLinks",
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbgrader.preprocessors.LimitOutput",
     "nbgrader.preprocessors.SaveAutoGrades",
     "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata",
+    "grader.after_run.VerifyPoints",
+]
+
+# Feedback never shows a hidden test, in a cell or in a traceback (grader/feedback.py), whether
+# it is made by `course feedback`, `nbgrader generate_feedback` or formgrader's button.
+c.GenerateFeedback.preprocessors = [
+    "grader.feedback.HideHiddenTests",
+    "nbgrader.preprocessors.GetGrades",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
 
 # Limits on one submission while it is graded (grader/limits.py says what is enforced where).

@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import torch
 
+from course import contract
 from course.testcells import fail
 
 Observation = object  # what a call returned (portable), or {"error": message}
@@ -34,7 +35,7 @@ def by_cell(cells: dict[str, str], functions: dict[str, object]) -> dict[str, Ca
 
 def error_of(error: BaseException) -> dict[str, str]:
     """The observation of a call that raised ``error``."""
-    return {"error": f"{type(error).__name__}: {error}"[:500]}
+    return contract.error_observation(f"{type(error).__name__}: {error}")
 
 
 def attempt(function: Callable, *args: object, **kwargs: object) -> Observation:
@@ -48,7 +49,7 @@ def attempt(function: Callable, *args: object, **kwargs: object) -> Observation:
 def returned(observation: object, name: str = "the code", context: str = "") -> object:
     """What a call returned, as :func:`attempt` observed it; a failure that names ``name`` (and
     ``context``) when the call raised. The judge reads every observation of a call with this."""
-    if isinstance(observation, dict) and isinstance(observation.get("error"), str):
+    if contract.is_error(observation) and isinstance(observation["error"], str):
         fail(f"{name} raised {observation['error']}" + (f" ({context})" if context else ""))
     return observation
 

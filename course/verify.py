@@ -19,14 +19,14 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import traceback
 from collections.abc import Callable
 
 import torch
 
+from course import contract
+
 Observation = dict[str, object]
-
-
-LOG = ".log"  # the observation log, next to the observations file: PATH + LOG
 
 
 def observe(
@@ -56,22 +56,23 @@ def observe(
     failed = failed or {}
     results: dict[str, object] = {}
     items: dict[str, Callable[[dict, int], object]] = probe.ITEMS
-    with open(path + LOG, "w", buffering=1) as log:  # line by line: read after a crash
+    log_file = contract.log_path(path)
+    with open(log_file, "w", buffering=1) as log:  # line by line: read after a crash
         for name, item in items.items():
             if name in failed:
-                results[name] = {"error": str(failed[name])[:500]}
+                results[name] = contract.error_observation(failed[name])
                 continue
-            log.write(f"start {name}\n")
+            log.write(contract.log_line("start", name))
             log.flush()
             try:
                 results[name] = portable(item(namespace, seed))
             except BaseException as error:  # noqa: BLE001 - a student's error is an observation
                 kind = "interrupted" if isinstance(error, KeyboardInterrupt) else "error"
-                log.write(f"{kind} {name}\n")
+                log.write(contract.log_line(kind, name))
                 log.flush()
-                results[name] = {"error": f"{type(error).__name__}: {error}"[:500]}
+                results[name] = contract.error_observation(f"{type(error).__name__}: {error}")
         torch.save(results, path)
-    os.unlink(path + LOG)  # observed to the end: the log is of no use
+    os.unlink(log_file)  # observed to the end: the log is of no use
 
 
 def portable(value: object) -> object:
@@ -95,3 +96,36 @@ def student(namespace: dict, name: str) -> Callable:
     if name not in namespace:
         raise NameError(f"{name} is not defined in the notebook")
     return namespace[name]
+
+
+RUNAWAY = "{} ran past the time limit in an earlier cell: it is not called again while grading"
+
+
+def stop_runaways() -> str:
+    """After a cell was interrupted at its time limit: replace the notebook's function (or
+    method) that was running then by one that raises at once, so that each later test that
+    calls it fails in no time instead of waiting out its own limit. Returns its name ('' when
+    the loop was at a cell's top level: nothing to replace)."""
+    main = vars(sys.modules["__main__"])
+    frames = [frame for frame, _ in traceback.walk_tb(getattr(sys, "last_traceback", None))]
+    ours = [frame for frame in frames if frame.f_globals is main]
+    if not ours or ours[-1].f_code.co_name == "<module>":
+        return ""
+    frame = ours[-1]
+    name = frame.f_code.co_name
+    stopped = _raises_at_once(name)
+    function = main.get(name)
+    if getattr(function, "__code__", None) is frame.f_code:
+        main[name] = stopped
+    elif "self" in frame.f_locals:
+        setattr(type(frame.f_locals["self"]), name, stopped)
+    else:
+        return ""
+    return name
+
+
+def _raises_at_once(name: str) -> Callable:
+    def stopped(*args: object, **kwargs: object) -> None:
+        raise TimeoutError(RUNAWAY.format(name))
+
+    return stopped

@@ -3,8 +3,10 @@
 course release [ASSIGNMENT]              source/ -> release/ (all assignments by default)
 course autograde ASSIGNMENT [--jobs N]   grade submitted/*/ASSIGNMENT, N students at a time
    [--scheduler ADDRESS | --cluster local:N]   ... or on a Dask cluster, one task per student
-course feedback ASSIGNMENT               feedback HTML without hidden tests
+course collect ASSIGNMENT ZIP --lms canvas|moodle   an LMS download into submitted/
+course feedback ASSIGNMENT [--zip]       feedback HTML without hidden tests (--zip: for the LMS)
 course grades [--csv PATH]               grade table (student x notebook) and CSV
+course grades --lms canvas|moodle [--out FILE]   the grades as the LMS imports them
 course demo [ASSIGNMENT...] [--jobs N] [--all]   release, the demo class (representative;
                                          --all: every demo student), autograde, feedback, grades
 course check NOTEBOOK                    run a notebook's tests and explain each failure
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grader import report
+from grader.lms import LMS_NAMES
 from grader.paths import CourseError, assignments, find_root
 
 if TYPE_CHECKING:  # for the annotations only: grader.grading loads nbgrader (see run())
@@ -58,11 +61,15 @@ def parser() -> argparse.ArgumentParser:
         "--cluster", metavar="local:N", help="grade on a Dask LocalCluster of N workers"
     )
 
+    _collect_parser(sub)
+
     p = sub.add_parser("feedback", help="write feedback HTML without the hidden tests")
     p.add_argument("assignment")
+    p.add_argument("--zip", action="store_true", help="also pack it for upload to the LMS")
 
     p = sub.add_parser("grades", help="print the grade table and write it to CSV")
     p.add_argument("--csv", type=Path, help="CSV path (default: ROOT/grades.csv)")
+    _lms_grade_options(p)
 
     p = sub.add_parser("demo", help="build and grade the demo class")
     p.add_argument("assignments", nargs="*", help="assignments (default: all)")
@@ -86,6 +93,27 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("description", type=Path)
     b.add_argument("out", type=Path)
     return top
+
+
+def _collect_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("collect", help="collect an LMS download (zip) into submitted/")
+    p.add_argument("assignment")
+    p.add_argument("zip", type=Path, help="the submissions as the LMS downloaded them")
+    p.add_argument("--lms", choices=LMS_NAMES, required=True)
+    p.add_argument(
+        "--worksheet", type=Path, help="Moodle's grading worksheet (CSV): submission times"
+    )
+
+
+def _lms_grade_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--lms", choices=LMS_NAMES, help="write the CSV this LMS imports instead")
+    p.add_argument("--out", type=Path, help="with --lms: the file (default: ROOT/grades-LMS.csv)")
+    p.add_argument(
+        "--missing",
+        choices=["zero", "empty"],
+        default="zero",
+        help="with --lms: a student who submitted nothing gets 0 (default) or an empty cell",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -121,8 +149,10 @@ def run(args: argparse.Namespace) -> int:
             cluster=_cluster(args),
         )
         return 0 if all(g.ok for g in results) else 1
-    elif args.command == "feedback":
-        print(f"feedback written under {pipeline.feedback(root, args.assignment)}")
+    elif args.command in ("collect", "feedback") or getattr(args, "lms", None):
+        return _lms_command(root, args)
+    elif args.command == "grades" and args.out:
+        raise CourseError("--out goes with --lms canvas|moodle (the grade table's CSV: --csv)")
     elif args.command == "grades":
         rows = pipeline.grade_rows(root)
         print(pipeline.format_grade_table(rows))
@@ -134,6 +164,30 @@ def run(args: argparse.Namespace) -> int:
         demo.run(
             root, chosen, jobs=args.jobs, unsafe_no_sandbox=args.unsafe_no_sandbox, choose=choose
         )
+    return 0
+
+
+def _lms_command(root: Path, args: argparse.Namespace) -> int:
+    """``course collect``, ``course feedback [--zip]`` and ``course grades --lms``."""
+    # these load nbgrader (see run()): imported once an LMS command is chosen
+    from grader import pipeline
+    from grader.lms import collect, export, feedback_zip  # (nbgrader too)
+
+    if args.command == "collect":
+        done = collect.collect(root, args.assignment, args.zip, args.lms, args.worksheet)
+        print(collect.format_report(done))
+        return 0 if done.taken else 1
+    elif args.command == "feedback":
+        print(f"feedback written under {pipeline.feedback(root, args.assignment)}")
+        if args.zip:
+            path, packed, left = feedback_zip.pack(root, args.assignment)
+            print(f"{len(packed)} students' feedback packed into {path} for upload")
+            for line in left:
+                print(f"  not packed: {line}")
+    else:
+        out = args.out or root / f"grades-{args.lms}.csv"
+        path = export.export(root, args.lms, out, missing=args.missing)
+        print(f"grades written to {path} for import into {args.lms.title()}")
     return 0
 
 

@@ -205,8 +205,8 @@ def connect(spec: str, timeout: str = "20s") -> tuple[object, object | None]:
     except (OSError, TimeoutError) as error:
         raise CourseError(
             f"cannot reach the Dask scheduler at {target}: {error}. Start one with "
-            "`dask scheduler` and workers with `dask worker ADDRESS` (README, 'Grading on a "
-            "cluster')."
+            "`dask scheduler` and workers with `dask worker ADDRESS` (docs/scale.md, 'Grading on a "
+            "Dask cluster')."
         ) from None
 
 

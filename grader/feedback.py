@@ -1,5 +1,9 @@
 """``course feedback``: nbgrader's feedback without the hidden tests.
 
+The course's nbgrader_config.py puts :class:`HideHiddenTests` first in
+``c.GenerateFeedback.preprocessors``, so formgrader's button and ``nbgrader generate_feedback``
+hide them too; ``course feedback`` refuses to run with a configuration that does not.
+
 nbgrader's feedback shows every test cell as it was graded, hidden tests included, and a failed
 hidden test shows its code again in the traceback. :class:`HideHiddenTests` removes the hidden
 region from each cell and reduces the traceback of a cell that had one to its last line (the
@@ -10,13 +14,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbformat import NotebookNode
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades
-from traitlets.config import Config
+from nbgrader.preprocessors import ClearHiddenTests
 
 from grader.nbgrader_api import check_result, nbgrader_api
-from grader.paths import require_assignment
+from grader.paths import CourseError, load_config, require_assignment
 
 HIDDEN_NOTE = "# (hidden tests were run here; their code is not shown)"
 
@@ -39,17 +41,29 @@ class HideHiddenTests(ClearHiddenTests):
         return cell, resources
 
 
-def feedback_config() -> Config:
-    """nbgrader configuration that puts :class:`HideHiddenTests` first in generate_feedback."""
-    config = Config()
-    config.GenerateFeedback.preprocessors = [HideHiddenTests, GetGrades, CSSHTMLHeaderPreprocessor]
-    return config
+HIDING = "grader.feedback.HideHiddenTests"
+
+
+def hides_hidden_tests(root: Path) -> bool:
+    """Whether the course's configuration puts :class:`HideHiddenTests` first in nbgrader's
+    feedback (``c.GenerateFeedback.preprocessors`` in nbgrader_config.py), so that every way
+    of making feedback (this command, ``nbgrader generate_feedback``, formgrader) hides them."""
+    steps = load_config(root).GenerateFeedback.get("preprocessors", [])
+    first = steps[0] if steps else None
+    return first is HideHiddenTests or first == HIDING
 
 
 def feedback(root: Path, assignment: str) -> Path:
     """Write ``feedback/STUDENT/ASSIGNMENT/*.html`` without hidden tests (cells or tracebacks)."""
     require_assignment(root, assignment)
-    api = nbgrader_api(root, feedback_config())
+    if not hides_hidden_tests(root):
+        raise CourseError(
+            f"{root / 'nbgrader_config.py'} does not hide the hidden tests from feedback: set "
+            f'c.GenerateFeedback.preprocessors = ["{HIDING}", '
+            '"nbgrader.preprocessors.GetGrades", '
+            '"nbconvert.preprocessors.CSSHTMLHeaderPreprocessor"] (as the course\'s own file does).'
+        )
+    api = nbgrader_api(root)
     result = api.generate_feedback(assignment, force=True)
     check_result(result, f"generating feedback for '{assignment}'")
     return root / "feedback"

@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nbgrader.api import Gradebook, SubmittedNotebook
+from nbgrader.api import Gradebook
 
 from grader import gradebook, nbgrader_run, quota, report, scratch, tampering, verification
 from grader.job import GradingJob
@@ -108,11 +108,8 @@ def examine(
             if name in missing:
                 continue
             row = gb.find_submission_notebook(name, assignment, student)
-            reasons = tampering.scan_graded(root, assignment, student, name)
-            if reasons:
-                zero(row)
-            elif name in verdicts:
-                reasons = verification.apply_verdicts(row, verdicts[name])
+            scanned = tampering.scan_graded(root, assignment, student, name)
+            reasons = verification.settle(row, scanned, verdicts.get(name))
             if reasons:
                 gb.db.commit()
             status = "flagged" if reasons else "graded"
@@ -121,17 +118,6 @@ def examine(
                 Event(assignment, student, name, status, row.score, row.max_score, detail)
             )
     return sorted(events, key=lambda e: e.notebook)
-
-
-def zero(row: SubmittedNotebook) -> None:
-    """A flagged notebook earns no points: every grade is set to 0 and marked as graded."""
-    row.flagged = True
-    for grade in row.grades:
-        if grade.auto_score is not None:
-            grade.auto_score = 0.0
-        if grade.needs_manual_grade or grade.manual_score is not None:
-            grade.manual_score = 0.0
-            grade.needs_manual_grade = False
 
 
 def notebook_events(job: GradingJob, student: str) -> list[Event]:

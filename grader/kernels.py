@@ -20,6 +20,8 @@ import uuid
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import Integer, List, Unicode, default
 
+from grader import rlimits
+from grader.limits import Limits
 from grader.sandbox import sandbox_command
 
 
@@ -42,6 +44,7 @@ class SandboxedKernelManager(IsolatedKernelManager):
 
     Inside, the kernel sees, read-only: the system (``/usr`` and its links, a few files of
     ``/etc``), the Python installation and the virtualenv, and the notebook package ``course/``.
+    It runs under the configured limits (memory, file size, processes: :mod:`grader.rlimits`).
     It may write only in its working directory (the submission's own folder) and in a private,
     empty ``/tmp`` of :attr:`tmp_size_mb`. Nothing else exists for it: not the gradebook, not
     ``source/``, not the other students, not the instructor's course folder. It runs in new PID,
@@ -103,9 +106,13 @@ class SandboxedKernelManager(IsolatedKernelManager):
         """The kernel's command line, behind bubblewrap."""
         kernel = super().format_kernel_cmd(extra_arguments)
         workdir = os.path.abspath(self._launch_args.get("cwd") or os.getcwd())
-        return sandbox_command(
+        sandboxed = sandbox_command(
             kernel, workdir, self._socket_folder, self.env_allow, self.etc_files, self.tmp_size_mb
         )
+        # The configured limits hold for the kernel on every path (plain nbgrader included);
+        # `course autograde` also sets them on the whole nbgrader process.
+        limits = Limits(config=self.config)
+        return rlimits.wrap(sandboxed, limits.memory_mb, limits.file_size_mb, limits.processes)
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart)

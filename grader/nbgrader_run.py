@@ -34,6 +34,7 @@ DEADLINE_MARGIN = 10  # seconds of the submission's time limit kept for nbgrader
 # The kernel of every graded notebook runs in bubblewrap (grader/kernels.py) unless the
 # instructor asks for --unsafe-no-sandbox.
 SANDBOXED_KERNEL = "--Execute.kernel_manager_class=grader.kernels.SandboxedKernelManager"
+UNSANDBOXED_KERNEL = "--Execute.kernel_manager_class=grader.kernels.IsolatedKernelManager"
 
 
 def worker_env(jobs: int) -> dict[str, str]:
@@ -64,6 +65,11 @@ def command(job: GradingJob, student: str, scratch: Path, seed: int) -> list[str
     nbgrader += ["--Execute.shutdown_kernel=immediate"]
     if job.sandboxed:  # the kernel's sockets live in the scratch course, removed with it
         nbgrader += [SANDBOXED_KERNEL, f"--SandboxedKernelManager.socket_root={scratch}"]
+    else:  # nbgrader_config.py names the sandbox: only this flag grades without it
+        nbgrader += [UNSANDBOXED_KERNEL]
+    # The quota, the judge, the tampering scan and the report come after this process, with
+    # one judge for all the workers (grader.grading); plain nbgrader does them itself.
+    nbgrader += ["--VerifyPoints.enabled=False"]
     nbgrader += [f"--ExecuteKeepingPoints.verification_seed={seed}"]
     nbgrader += [f"--Notes.path={notes_file(scratch)}"]
     if job.times.cell_seconds:

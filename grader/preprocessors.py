@@ -8,9 +8,8 @@ reads back for the grading report (:func:`read_notes`); each also logs it.
 from __future__ import annotations
 
 import json
+import math
 import os
-import re
-import stat
 import time
 from pathlib import Path
 from queue import Empty
@@ -20,10 +19,14 @@ from nbclient.exceptions import DeadKernelError
 from nbclient.util import ensure_async
 from nbformat import NotebookNode
 from nbgrader import utils
+from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Float, Integer, Unicode
 from traitlets.config import Configurable
 
+from course import contract
+from grader import limits, verification
+from grader.observation import KernelObservation
 from grader.verification import observations_file
 
 REMOVED = "a second copy of cell {} was removed before grading"
@@ -101,6 +104,14 @@ STOPPED = (
     "cell {} ran past the time limit ({} s) and ignored the interrupt: its kernel was stopped; the "
     "cells before it keep their points, the tests after it did not run (a loop that never ends?)"
 )
+OUT_OF_TIME = (
+    "the submission's time limit was spent before cell {}: the cells before it keep their "
+    "points (checked by the judge), the tests from it did not run"
+)
+NOT_RUN_OUT_OF_TIME = (
+    "not run: the submission's time limit was spent before this cell, so this test earns nothing"
+)
+OBSERVATION_TIME = 30.0  # seconds kept at most before the deadline for the judge's observation
 NOT_RUN = (
     "not run: the notebook's kernel died in an earlier cell (os._exit, a crash or the memory "
     "limit), so this test earns nothing"
@@ -109,22 +120,6 @@ NOT_RUN_STOPPED = (
     "not run: an earlier cell ran past the time limit and ignored the interrupt, so its kernel "
     "was stopped and this test earns nothing"
 )
-OBSERVATION_DIED = (
-    "the kernel died while the trusted check observed {}: that test counts as failed, the others "
-    "were observed in a fresh kernel"
-)
-KILLED_ITEM = (
-    "KernelDied: the kernel died or was stopped while this was observed (os._exit, a crash, the "
-    "memory limit, or a loop that ignored the interrupt)"
-)
-NOT_OBSERVED = "NotRun: the test did not run in the notebook (its kernel died or was stopped)"
-INTERRUPTED_ITEM = "KeyboardInterrupt: ran past the time limit while it was observed"
-NO_TIME = (
-    "no time was left within the submission's time limit to run the trusted check in a fresh "
-    "kernel: the points earned could not be verified"
-)
-LOG = ".log"  # course.verify.LOG: the kernel's observation log, next to the observations
-LOG_BYTES = 64 * 1024  # the most of the log the grader reads
 
 
 class RunawayCell(DeadKernelError):
@@ -148,17 +143,20 @@ class ExecuteKeepingPoints(Execute):
     kernel is stopped and the notebook is kept as far as it ran, as for a dead kernel
     (:data:`STOPPED`, :class:`RunawayCell`).
 
-    With :attr:`verification_seed` set (the grader sets it per submission), the kernel then runs
-    :func:`course.verify.observe` (:mod:`grader.verification`); if the kernel died, a fresh one
-    first re-runs the code cells that are not tests, up to the one that killed it. When an item
-    of the observation kills the kernel, the kernel's log (``PATH.log``) names it: a fresh kernel
-    re-runs the code cells and observes again, that item counted as failed (at most
-    :attr:`observation_restarts` times, and only while the submission's :attr:`deadline` leaves
-    time), so that one item costs that item only.
+    Then, with a seed (:attr:`verification_seed`), the student's code is observed for the
+    trusted judge: :class:`grader.observation.KernelObservation` drives that, in this kernel or
+    in fresh ones.
+
+    This class re-implements nbconvert's ``ExecutePreprocessor.preprocess`` and overrides
+    nbclient's ``_async_handle_timeout``; ``tests/test_verification.py`` pins both, so that the
+    day either changes a test says what to re-read.
     """
 
     verification_seed = Integer(
-        0, help="Seed of the trusted verification's inputs (0: no verification)."
+        -1,
+        help="Seed of the trusted verification's inputs: `course autograde` sets one per "
+        "submission (0: no verification); -1, the default (plain `nbgrader autograde`, "
+        "formgrader's button), draws one here when the assignment has a judge.",
     ).tag(config=True)
     interrupt_grace = Integer(
         10, help="Seconds an interrupted cell has to stop before its kernel is stopped."
@@ -168,12 +166,18 @@ class ExecuteKeepingPoints(Execute):
     ).tag(config=True)
     deadline = Float(
         0.0,
-        help="Time (epoch seconds) the submission's time limit ends (0: none): no fresh "
-        "kernel is started for the observation unless it can finish before.",
+        help="Time (epoch seconds) the submission's time limit ends (0: from the limits of "
+        "the assignment, counted from the notebook's start): no cell runs past it, and no "
+        "fresh kernel is started for the observation unless it can finish before.",
     ).tag(config=True)
 
     _running: int | None = None
     _running_since = 0.0
+    _seed = 0
+    _interrupted = False  # the last cell was interrupted at its time limit
+    _spent = False  # the last cell's limit was the time left before the deadline
+    _cells_until = _until = 0.0  # epoch seconds: the notebook's cells, the current run
+    _observation: KernelObservation
 
     def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int) -> tuple:
         if cell.cell_type == "code":
@@ -181,32 +185,72 @@ class ExecuteKeepingPoints(Execute):
             self._running_since = time.monotonic()
         return super().preprocess_cell(cell, resources, index)
 
+    def _set_limits(self, resources: dict) -> None:
+        """The seed and the time limits of this run, where the grader has not set them (plain
+        `nbgrader autograde`): a seed when the assignment has a judge, the cell limit derived
+        from the reference run (the configured timeout stays the ceiling) and the deadline of
+        the submission's time limit. Each cell gets at most what is left before the deadline."""
+        assignment = str(resources.get("nbgrader", {}).get("assignment", ""))
+        self._seed = self.verification_seed
+        if self._seed < 0:
+            self._seed = verification.new_seed() if verification.has_judge(assignment) else 0
+        root = Path(CourseDirectory(config=self.config).root)
+        ceiling = limits.Limits(config=self.config).submission_seconds
+        cell_ceiling = self.timeout or limits.DEFAULT_CELL_SECONDS
+        times = limits.time_limits(root, assignment, cell_ceiling, ceiling)
+        if times.cell_seconds:
+            self.timeout = times.cell_seconds
+        if not self.deadline:
+            self.deadline = time.time() + times.submission_seconds
+        # The notebook's cells stop a little before the deadline: the observation for the
+        # judge still runs in the time kept, so a submission out of time keeps its points.
+        kept = min(OBSERVATION_TIME, max(5.0, 0.1 * (self.deadline - time.time())))
+        self._cells_until = self._until = self.deadline - kept
+        self.timeout_func = self._cell_timeout
+        resources.setdefault("course", {})["seed"] = self._seed
+
+    def _cell_timeout(self, cell: NotebookNode) -> int | None:
+        """The cell's time limit: the cell limit, or less when the deadline is nearer."""
+        if not self._until:
+            return self.timeout
+        left = math.ceil(self._until - time.time())
+        # A cell cut short by the deadline spends the submission's time: no cell runs after it.
+        self._spent = not self.timeout or left < self.timeout
+        return max(1, min(self.timeout, left)) if self.timeout else max(1, left)
+
     def preprocess(self, nb: NotebookNode, resources: dict, km=None) -> tuple[NotebookNode, dict]:
         # nbconvert's ExecutePreprocessor.preprocess, with the observation before the kernel
         # stops and the dead kernel handled.
         NotebookClient.__init__(self, nb, km)
         self.reset_execution_trackers()
         self._check_assign_resources(resources)
-        self._failed: dict[str, str] = {}
+        self._set_limits(resources)
+        path = self._observation_path()
+        self._observation = KernelObservation(self, path, self._seed, self._note)
         start = time.monotonic()
         observed = False
         try:
             with self.setup_kernel():
                 info = self.wait_for_reply(self.kc.kernel_info())
                 self.nb.metadata["language_info"] = info["content"]["language_info"]
+                spent = False  # a cell was cut short by the deadline
                 for index, cell in enumerate(self.nb.cells):
+                    if cell.cell_type == "code" and (spent or time.time() >= self._cells_until):
+                        self._out_of_time(index)
+                        break
                     self.preprocess_cell(cell, resources, index)
-                observed = self._observe()  # False: the kernel died in the observation
+                    spent = self._interrupted and self._spent
+                    self._stop_runaways()
+                self._until = self.deadline  # the observation may use the time kept for it
+                # False: the kernel died in the observation
+                observed = self._observation.in_this_kernel()
         except DeadKernelError as error:  # in a cell of the notebook (or before the first)
+            self._until = self.deadline
             # A fresh kernel re-runs the cells before: about as long as they took.
-            self._keep_what_ran(isinstance(error, RunawayCell), self._running_since - start)
+            self._keep_what_ran(error, self._running_since - start)
             observed = True
         if not observed:  # an item of the observation killed the kernel: observe the others
-            path = self._observation_path()
-            if self._learn_from_log(path):
-                self._observe_in_fresh_kernel(self.nb.cells, time.monotonic() - start)
-            else:
-                path.unlink(missing_ok=True)  # no observations: every point is checked as lost
+            self._observation.after_death(self.nb.cells, time.monotonic() - start)
         self.set_widgets_metadata()
         return self.nb, self.resources
 
@@ -214,6 +258,7 @@ class ExecuteKeepingPoints(Execute):
         self, timeout: int, cell: NotebookNode | None = None
     ) -> None | dict:
         """Interrupt the cell (nbclient); stop its kernel if it ignores the interrupt."""
+        self._interrupted = True
         reply = await super()._async_handle_timeout(timeout, cell)
         if not self.interrupt_on_timeout:
             return reply
@@ -231,15 +276,14 @@ class ExecuteKeepingPoints(Execute):
         finally:
             raise RunawayCell(f"a cell ran past {timeout} s and ignored the interrupt")
 
-    def _keep_what_ran(self, stopped: bool, seconds: float) -> None:
+    def _keep_what_ran(self, error: DeadKernelError, seconds: float) -> None:
         cells = self.nb.cells
         died = self._running if self._running is not None else 0
         name = cells[died].get("metadata", {}).get("nbgrader", {}).get("grade_id", died)
+        stopped = isinstance(error, RunawayCell)
         if stopped:
             note = STOPPED.format(name, self.timeout)
-            Notes(parent=self).add("stopped", note)
-            notebook = self.resources.get("nbgrader", {}).get("notebook", "")
-            Notes(parent=self).add("stopped_in", notebook)
+            self._stopped(note)
             error, not_run = _error("CellTimeoutError", note), NOT_RUN_STOPPED
         else:
             note = DIED.format(name)
@@ -247,121 +291,59 @@ class ExecuteKeepingPoints(Execute):
             error, not_run = _error("DeadKernelError", "the kernel died in this cell"), NOT_RUN
         self.log.warning(note)
         cells[died].setdefault("outputs", []).append(error)
-        for cell in cells[died + 1 :]:
-            if cell.cell_type == "code" and utils.is_grade(cell):
-                cell.outputs = [_error("NotRun", not_run)]
-        # The tests from this cell on earn nothing: their items of the observation (one per
-        # test cell, by grade_id) are not called, so that the code that killed the kernel does
-        # not kill the observation too.
-        for cell in cells[died:]:
-            grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-            if cell.cell_type == "code" and utils.is_grade(cell) and grade_id:
-                self._failed[str(grade_id)] = NOT_OBSERVED
-        self._observe_in_fresh_kernel(cells[:died], seconds)
+        self._not_run(died, not_run)
+        self._observation.in_fresh_kernels(cells[:died], seconds)
+
+    def _not_run(self, first: int, why: str) -> None:
+        """The tests from cell ``first`` on earn nothing: those after it get an error output
+        (``why``), and their items of the observation (one per test cell, by grade_id) are not
+        called, so that the code that stopped the notebook does not stop the observation too."""
+        tests = [c for c in self.nb.cells[first:] if c.cell_type == "code" and utils.is_grade(c)]
+        for cell in tests:
+            if cell is not self.nb.cells[first]:
+                cell.outputs = [_error("NotRun", why)]
+        self._observation.not_observed(tests)
+
+    def _stopped(self, note: str) -> None:
+        """A note that the notebook stopped before its end (the report's TIMED OUT)."""
+        self.resources.setdefault("course", {})["stopped"] = note
+        Notes(parent=self).add("stopped", note)
+        Notes(parent=self).add("stopped_in", self.resources.get("nbgrader", {}).get("notebook", ""))
+
+    def _out_of_time(self, index: int) -> None:
+        """The submission's time is spent before cell ``index``: it and the cells after it
+        are not run; the observation runs in this kernel, in the time kept for it."""
+        cell = self.nb.cells[index]
+        name = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", index)
+        note = OUT_OF_TIME.format(name)
+        self._stopped(note)
+        self.log.warning(note)
+        if cell.cell_type == "code" and utils.is_grade(cell):
+            cell.outputs = [_error("NotRun", NOT_RUN_OUT_OF_TIME)]
+        self._not_run(index, NOT_RUN_OUT_OF_TIME)
+
+    def _stop_runaways(self) -> None:
+        """After a cell was interrupted at its time limit: the notebook's function that was
+        running then is stopped at once wherever it is called again (course.verify)."""
+        if not self._interrupted:
+            return
+        self._interrupted = False
+        try:
+            self._observation.run_aside([contract.stop_runaways_code()])
+        except DeadKernelError:
+            raise
+        except Exception as error:  # noqa: BLE001 - the next cells run as they would have
+            self.log.warning("could not stop the function that ran away: %s", error)
+
+    def _note(self, kind: str, note: str) -> None:
+        """A note for the grading report (:class:`Notes`), logged too."""
+        Notes(parent=self).add(kind, note)
+        self.log.warning(note)
 
     def _observation_path(self) -> Path:
         info = self.resources.get("nbgrader", {})
         folder = self.resources.get("metadata", {}).get("path") or os.getcwd()
         return observations_file(Path(folder).absolute(), info.get("notebook", "notebook"))
-
-    def _observe(self) -> bool:
-        """Run the course's observation in the current kernel (see the class docstring).
-
-        Returns False when the kernel died during the observation (the log names the item),
-        True otherwise (observed, or failed for another reason: no observations)."""
-        if not self.verification_seed:
-            return True
-        info = self.resources.get("nbgrader", {})
-        path = self._observation_path()
-        code = (
-            "import course.verify as _course_verify\n"
-            f"_course_verify.observe({info.get('assignment')!r}, {self.verification_seed}, "
-            f"{str(path)!r}, failed={self._failed!r})"
-        )
-        try:
-            self._run_aside([code])
-        except DeadKernelError:
-            return False
-        except Exception as error:  # noqa: BLE001 - no observations: the grader flags points
-            self.log.warning("the observation for the trusted check failed: %s", error)
-        return True
-
-    def _observe_in_fresh_kernel(self, before: list[NotebookNode], seconds: float) -> None:
-        """Observe in fresh kernels, each re-running the cells that are not tests: after a dead
-        kernel, and again after each item of the observation that killed the kernel."""
-        if not self.verification_seed:
-            return
-        code = [c.source for c in before if c.cell_type == "code" and not utils.is_grade(c)]
-        path = self._observation_path()
-        for _attempt in range(self.observation_restarts + 1):
-            if self.deadline and time.time() + max(seconds, 10.0) > self.deadline:
-                Notes(parent=self).add("died", NO_TIME)
-                self.log.warning(NO_TIME)
-                break
-            path.unlink(missing_ok=True)  # only observations of this kernel are read
-            Path(f"{path}{LOG}").unlink(missing_ok=True)
-            self.km = self.kc = None
-            start = time.monotonic()
-            try:
-                with self.setup_kernel():
-                    self._run_aside(code)
-                    if self._observe():
-                        return
-            except DeadKernelError:
-                pass  # the kernel died in the notebook's code: no observation
-            except Exception as error:  # noqa: BLE001 - no observations: the grader flags points
-                self.log.warning("the trusted check could not run after the kernel died: %s", error)
-                return
-            seconds = time.monotonic() - start
-            if not self._learn_from_log(path):
-                break
-        path.unlink(missing_ok=True)  # no complete observation: every point is checked as lost
-
-    def _learn_from_log(self, path: Path) -> bool:
-        """Add the items that killed the kernel or were interrupted (the kernel's log) to the
-        failed ones; False when the log names none that was not failed yet (no progress)."""
-        log = _read_log(Path(f"{path}{LOG}"))
-        started = [line[6:] for line in log if line.startswith("start ")]
-        interrupted = {line[12:] for line in log if line.startswith("interrupted ")}
-        new = {name: INTERRUPTED_ITEM for name in interrupted if name not in self._failed}
-        if started and started[-1] not in self._failed and log[-1] == f"start {started[-1]}":
-            new[started[-1]] = KILLED_ITEM
-        killed = [name for name, why in new.items() if why == KILLED_ITEM]
-        if killed:
-            note = OBSERVATION_DIED.format(killed[0])
-            Notes(parent=self).add("died", note)
-            self.log.warning(note)
-        self._failed.update(new)
-        return bool(new)
-
-    def _run_aside(self, sources: list[str]) -> None:
-        """Run code in the kernel without touching the graded notebook (its own scratch copy)."""
-        graded = self.nb
-        self.nb = NotebookNode(graded.copy())
-        self.nb.cells = [
-            NotebookNode(cell_type="code", source=source, metadata={}, outputs=[])
-            for source in sources
-        ]
-        try:
-            for index, cell in enumerate(self.nb.cells):
-                self.execute_cell(cell, index, store_history=False)
-        finally:
-            self.nb = graded
-
-
-def _read_log(path: Path) -> list[str]:
-    """The lines of the kernel's observation log (a regular file, no link, its start only);
-    the names are kept to plain characters (the kernel wrote them)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return []
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            return []
-        text = handle.read(LOG_BYTES).decode("ascii", errors="replace")
-    lines = [line.strip() for line in text.splitlines()]
-    return [line[:200] for line in lines if line and re.fullmatch(r"[\w .-]+", line)]
 
 
 def _error(name: str, message: str) -> NotebookNode:

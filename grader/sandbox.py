@@ -59,8 +59,9 @@ def sandbox_command(
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise RuntimeError(
-            "bubblewrap (bwrap) is not installed: `make setup` installs it (Debian package "
-            "bubblewrap). Grading without a sandbox needs an explicit --unsafe-no-sandbox."
+            "bubblewrap (bwrap) is not installed, so no notebook is graded: `make setup` "
+            "installs it (Debian package bubblewrap); without it, grade with `course autograde "
+            "--unsafe-no-sandbox`, which marks every notebook graded unprotected."
         )
     # /tmp first: the folders bound below may live under /tmp (a clone there, say).
     args = [

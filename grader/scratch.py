@@ -9,7 +9,9 @@ nothing of the course. The folder is removed when the ``with`` block ends, whate
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,7 +31,7 @@ def scratch_course(root: Path, assignment: str, student: str, gradebook: Path) -
     try:
         shutil.copy(root / "nbgrader_config.py", folder)
         submitted = Path("submitted") / student / assignment
-        shutil.copytree(root / submitted, folder / submitted)
+        copy_without_links(root / submitted, folder / submitted)  # never reads a link's target
         shutil.copyfile(gradebook, folder / "gradebook.db")
         for planted in (folder / "submitted").rglob(f"*{SUFFIX}*"):
             planted.unlink()  # only the kernel's own observations are read
@@ -50,9 +52,12 @@ def _remove(folder: Path) -> None:
 
 
 def copy_without_links(source: Path, target: Path) -> None:
-    """Copy a folder that student code wrote into, leaving out every symbolic link."""
-    shutil.copytree(source, target, ignore=_links)
+    """Copy a folder that student code wrote into, leaving out every symbolic link, device,
+    pipe and socket (never opened, never followed)."""
+    shutil.copytree(source, target, ignore=_special)
 
 
-def _links(folder: str, names: list[str]) -> list[str]:
-    return [name for name in names if Path(folder, name).is_symlink()]
+def _special(folder: str, names: list[str]) -> list[str]:
+    kept = (stat.S_ISREG, stat.S_ISDIR)
+    modes = {name: os.lstat(os.path.join(folder, name)).st_mode for name in names}
+    return [name for name, mode in modes.items() if not any(is_kind(mode) for is_kind in kept)]

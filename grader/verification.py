@@ -30,7 +30,6 @@ notebook is verified a second time, where no student code runs:
 from __future__ import annotations
 
 import importlib.util
-import json
 import secrets
 import subprocess
 import sys
@@ -40,12 +39,14 @@ from pathlib import Path
 
 from nbgrader.api import SubmittedNotebook
 
-SUFFIX = ".observations.pt"  # written by the kernel next to the graded notebook
+from course import contract
+
+SUFFIX = contract.OBSERVATIONS_SUFFIX  # written by the kernel next to the graded notebook
 
 
 def observations_file(folder: Path, notebook: str) -> Path:
     """Where the kernel writes the observations of ``notebook``."""
-    return folder / f"{notebook}{SUFFIX}"
+    return Path(contract.observations_path(folder, notebook))
 
 
 def has_judge(assignment: str) -> bool:
@@ -81,12 +82,12 @@ class Judge:
 
     def verify(self, assignment: str, seed: int, path: Path) -> Verification:
         """The judge's verdicts on the observations at ``path``."""
-        request = json.dumps({"assignment": assignment, "seed": seed, "path": str(path)})
+        request = contract.request_line(assignment, seed, str(path))
         with self._lock:
             for _attempt in range(2):  # a judge that died is started again, once
                 process = self._started()
                 try:
-                    process.stdin.write(request + "\n")
+                    process.stdin.write(request)
                     process.stdin.flush()
                     line = process.stdout.readline()
                 except (BrokenPipeError, OSError):
@@ -96,10 +97,8 @@ class Judge:
                 self._process = None
             else:
                 return Verification(refused="the judge process failed (see its messages)")
-        reply = json.loads(line)
-        if "refused" in reply:
-            return Verification(refused=reply["refused"])
-        return Verification(verdicts=reply["verdicts"])
+        verdicts, refused = contract.read_reply(line)
+        return Verification(verdicts=verdicts, refused=refused)
 
     def _started(self) -> subprocess.Popen:
         if self._process is None or self._process.poll() is not None:
@@ -166,3 +165,30 @@ def disagreements(verification: Verification, scores: dict[str, float]) -> dict[
         if reason:  # None: passes; absent: not an autograded test the judge knows
             found[cell] = f"passed in the notebook but fails the trusted check: {reason}"
     return found
+
+
+def settle(
+    row: SubmittedNotebook, tampering: list[str], verification: Verification | None
+) -> list[str]:
+    """What one graded notebook (the gradebook's ``row``) keeps: nothing when the tampering scan
+    found reasons (every grade zeroed, flagged), else the points the judge's verdicts uphold
+    (:func:`apply_verdicts`; ``verification`` None: not verified). Returns the reasons to flag
+    it (empty: it keeps its points). The one rule of every path that grades (`course
+    autograde`, plain `nbgrader autograde`, formgrader's button)."""
+    if tampering:
+        zero(row)
+        return tampering
+    if verification is None:
+        return []
+    return apply_verdicts(row, verification)
+
+
+def zero(row: SubmittedNotebook) -> None:
+    """A flagged notebook earns no points: every grade is set to 0 and marked as graded."""
+    row.flagged = True
+    for grade in row.grades:
+        if grade.auto_score is not None:
+            grade.auto_score = 0.0
+        if grade.needs_manual_grade or grade.manual_score is not None:
+            grade.manual_score = 0.0
+            grade.needs_manual_grade = False

@@ -1,28 +1,28 @@
-"""``python -m judge``: answer one JSON request per line on stdin, one JSON reply per line.
+"""``python -m judge``: answer one request line on stdin with one reply line on stdout.
 
-Request: ``{"assignment": ..., "seed": ..., "path": ...}``. Reply: ``{"verdicts": {cell: reason
-or null}}``, or ``{"refused": reason}`` when the file cannot be read safely.
+The lines' format is the verification contract's (:mod:`course.contract`): a request names
+the assignment, the seed and the observations' path; the reply gives every test cell's verdict,
+or why the file was refused.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 
+from course import contract
 from judge import core
 
 
 def main() -> None:
     for line in sys.stdin:
-        request = json.loads(line)
+        assignment, seed, path = contract.read_request(line)
         try:
-            observations = core.load(request["path"])
-            reply: dict = {
-                "verdicts": core.verdicts(request["assignment"], request["seed"], observations)
-            }
+            observations = core.load(path)
+            reply = contract.verdicts_line(core.verdicts(assignment, seed, observations))
         except core.Refused as error:
-            reply = {"refused": str(error)}
-        print(json.dumps(reply), flush=True)
+            reply = contract.refused_line(str(error))
+        sys.stdout.write(reply)
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":

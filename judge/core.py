@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import torch
 
+from course import contract
 from course.probing import by_cell
 
 # Observations larger than this are refused (a submission could write a huge file).
@@ -58,11 +59,11 @@ def future_mask(length: int) -> torch.Tensor:
     return torch.triu(torch.full((length, length), float("-inf")), diagonal=1)
 
 
-_MISSING = {"error": "not observed (the verification did not run to this item)"}
+_MISSING = contract.error_observation("not observed (the verification did not run to this item)")
 
 
 def _verdict(judge: Judge, seed: int, observed: object) -> str | None:
-    if isinstance(observed, dict) and set(observed) == {"error"}:
+    if contract.is_error(observed):
         return f"the code raised {observed['error']}"
     try:
         judge(seed, observed)

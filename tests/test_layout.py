@@ -44,13 +44,15 @@ def modules(package) -> list[str]:
     )
 
 
-def imported_after(names: list[str]) -> set[str]:
-    """Top-level module names that a fresh interpreter holds after importing ``names``."""
+def imported_after(names: list[str], whole: bool = False) -> set[str]:
+    """Top-level module names (``whole``: full names) that a fresh interpreter holds after
+    importing ``names``."""
+    kept = "m" if whole else "m.split('.')[0]"
     code = (
         "import importlib, json, sys\n"
         f"for name in {names!r}:\n"
         "    importlib.import_module(name)\n"
-        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))\n"
+        f"print(json.dumps(sorted({{{kept} for m in sys.modules}})))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
@@ -59,9 +61,17 @@ def imported_after(names: list[str]) -> set[str]:
 
 
 def test_the_grader_never_imports_torch_or_the_notebook_side() -> None:
-    loaded = imported_after(modules(grader))
-    assert "grader" in loaded
-    assert not loaded & {"torch", "course"}, loaded & {"torch", "course"}
+    """Of the notebook side, the grader imports the verification contract only."""
+    loaded = imported_after(modules(grader), whole=True)
+    assert "grader" in loaded and "torch" not in loaded
+    assert {m for m in loaded if m.split(".")[0] == "course"} == {"course", "course.contract"}
+
+
+def test_the_contract_is_standard_library_only() -> None:
+    """course.contract, which the grader, the kernel and the judge share, imports nothing but
+    the standard library (and course/__init__, which imports nothing)."""
+    added = imported_after(["course.contract"]) - imported_after([])
+    assert added - set(sys.stdlib_module_names) == {"course"}, added
 
 
 def test_the_notebook_side_never_imports_nbgrader_or_the_grader() -> None:

@@ -75,8 +75,8 @@ def test_the_readme_lists_every_graded_name_with_its_points() -> None:
     import ast
     import json
 
-    readme = (REPO / "README.md").read_text()
-    table = readme[readme.index("### What each assignment grades") :]
+    readme = (REPO / "docs/assignments.md").read_text()
+    table = readme[readme.index("## What each assignment grades") :]
     table = table[: table.index("\n\n", table.index("| A |"))]
     rows = {
         line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| ")
@@ -95,7 +95,7 @@ def test_the_readme_lists_every_graded_name_with_its_points() -> None:
                 }
         row = rows[letter]
         missing = [name for name in sorted(names) if f"`{name}(" not in row]
-        assert not missing, f"README's table misses {missing} of assignment {letter}"
+        assert not missing, f"docs/assignments.md's table misses {missing} of assignment {letter}"
         assert row.rstrip(" |").endswith(f"| {points}"), f"{letter}: {points} points"
 
 

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import os
 import pickle
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from course import verify
-from grader.preprocessors import INTERRUPTED_ITEM, KILLED_ITEM, LOG, ExecuteKeepingPoints, _read_log
+from course.contract import LOG_SUFFIX as LOG
+from grader.observation import INTERRUPTED_ITEM, KILLED_ITEM, KernelObservation, read_log_file
+from grader.preprocessors import ExecuteKeepingPoints
 from grader.verification import Judge, Verification, disagreements
 from judge import core
 
@@ -94,7 +97,7 @@ def test_observe_logs_item_by_item_and_fails_the_named_items(tmp_path: Path) -> 
     assert isinstance(observed["test_mask_visible"], torch.Tensor)
     assert "NameError" in observed["test_pe_visible"]["error"]  # not defined: an error item
     assert calls == [3]  # the visible item only (its size): the failed hidden one was not called
-    assert not Path(f"{path}{verify.LOG}").exists()
+    assert not Path(f"{path}{LOG}").exists()
 
 
 def test_the_grader_reads_which_item_killed_the_kernel(tmp_path: Path) -> None:
@@ -103,16 +106,71 @@ def test_the_grader_reads_which_item_killed_the_kernel(tmp_path: Path) -> None:
     path = tmp_path / "nb.observations.pt"
     log = Path(f"{path}{LOG}")
     log.write_text("start a\nstart b\ninterrupted b\nstart c\n")
-    execute = ExecuteKeepingPoints()
-    execute._failed = {}
-    assert execute._learn_from_log(path)
-    assert execute._failed == {"b": INTERRUPTED_ITEM, "c": KILLED_ITEM}
-    assert not execute._learn_from_log(path)  # nothing new: no progress, no fresh kernel
+    notes = []
+    observation = KernelObservation(ExecuteKeepingPoints(), path, 1, lambda *n: notes.append(n))
+    assert observation.learn_from_log()
+    assert observation.failed == {"b": INTERRUPTED_ITEM, "c": KILLED_ITEM}
+    assert [kind for kind, _ in notes] == ["died"] and "observed c" in notes[0][1]
+    assert not observation.learn_from_log()  # nothing new: no progress, no fresh kernel
     log.write_text("start a\nerror a\n")
-    assert not execute._learn_from_log(path)  # died after the items: none to blame
+    assert not observation.learn_from_log()  # died after the items: none to blame
     log.unlink()
     log.symlink_to("/etc/passwd")
-    assert _read_log(log) == []
+    assert read_log_file(log) == []
     log.unlink()
     log.write_bytes(b"start \xff\x00$(rm -rf /)\nstart ok_item\n")
-    assert _read_log(log) == ["start ok_item"]
+    assert read_log_file(log) == ["start ok_item"]
+
+
+# What ExecuteKeepingPoints (grader/preprocessors.py) takes from nbconvert and nbclient beyond
+# their public API: it re-implements ExecutePreprocessor.preprocess and overrides nbclient's
+# _async_handle_timeout. When either changes, re-read ours against the new code, then update.
+PREPROCESS_SHA256 = "58beeaafc496ae5ff502acdabd85296d9a7302176317d904b6c61b9a1e109f72"
+
+
+def test_what_we_copied_from_nbconvert_and_nbclient_has_not_changed() -> None:
+    import hashlib
+    import inspect
+
+    from nbclient import NotebookClient
+    from nbconvert.preprocessors import ExecutePreprocessor
+
+    source = inspect.getsource(ExecutePreprocessor.preprocess)
+    assert hashlib.sha256(source.encode()).hexdigest() == PREPROCESS_SHA256, (
+        "nbconvert's ExecutePreprocessor.preprocess changed: re-read "
+        "ExecuteKeepingPoints.preprocess (grader/preprocessors.py) against it"
+    )
+    ours = inspect.signature(ExecuteKeepingPoints._async_handle_timeout).parameters
+    theirs = inspect.signature(NotebookClient._async_handle_timeout).parameters
+    assert list(ours) == list(theirs), "nbclient's _async_handle_timeout changed its parameters"
+    assert hasattr(ExecutePreprocessor, "_check_assign_resources"), "nbconvert renamed it"
+
+
+def test_a_function_interrupted_at_its_limit_is_not_called_again() -> None:
+    """course.verify.stop_runaways, run by the grader after a cell was interrupted, replaces
+    the notebook's function (or method) that was running by one that raises at once."""
+    import _thread
+    import threading
+
+    module = sys.modules["__main__"]
+    namespace = vars(module)  # a notebook's namespace: the functions' globals are __main__'s
+    exec(
+        "def count(n):\n    while True:\n        pass\n"
+        "class Model:\n    def __init__(self):\n        while True:\n            pass\n",
+        namespace,
+    )
+    try:
+        for call, name in (
+            (lambda: module.count(3), "count"),
+            (lambda: module.Model(), "__init__"),
+        ):
+            threading.Timer(0.3, _thread.interrupt_main).start()
+            with pytest.raises(KeyboardInterrupt) as interrupted:
+                call()
+            sys.last_traceback = interrupted.value.__traceback__
+            assert verify.stop_runaways() == name
+            with pytest.raises(TimeoutError, match="ran past the time limit in an earlier cell"):
+                call()
+    finally:
+        namespace.pop("count", None)
+        namespace.pop("Model", None)

@@ -40,7 +40,7 @@ from course.g_birth_places.checks import MASK, PAD
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "source" / "g_birth_places" / "birth_places.ipynb"
-SHIPPED_STEPS = 15_000  # the budget of the shipped checkpoint (see the README)
+SHIPPED_STEPS = 15_000  # the budget of the shipped checkpoint (docs/experiments.md)
 
 
 @dataclass

@@ -1,16 +1,21 @@
 """An instructor in the browser: formgrader (Nbgrader > Formgrader in JupyterLab) lists the
-assignments and the demo class; a written answer graded by hand there reaches `course grades`."""
+assignments and the demo class; a written answer graded by hand there reaches `course grades`;
+its Autograde and Generate Feedback buttons grade a tampering student as `course autograde` does
+and show no hidden test."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import nbformat
 from labui import ASSIGNMENTS, LabServer, menu, screenshot
-from playwright.sync_api import Page, expect
+from nbgrader.api import Gradebook
+from playwright.sync_api import Locator, Page, expect
 
-from grader import pipeline
+from grader import pipeline, report
 from tests.conftest import pipeline_students
+from tests.test_plain_nbgrader import MASK, NOOP_CHECKS, set_code
 
 STUDENT = "reference"
 
@@ -85,3 +90,70 @@ def test_written_answer_graded_in_formgrader_reaches_course_grades(
     assert after[key].auto_score == before[key].auto_score
     table = pipeline.format_grade_table(list(after.values()))
     assert f"{after[key].score:g}/{after[key].max_score:g}" in table
+
+
+TAMPERING = "noop_checks"  # an all-zero mask, the checks rebound to no-ops (issue 40)
+
+
+def submission_row(page: Page, student: str) -> Locator:
+    """The row of ``student`` in formgrader's table of an assignment's submissions (searched
+    for: the table shows 10 rows a page)."""
+    page.locator("input[type='search']").fill(student)
+    cell = page.locator("td.student-id", has_text=re.compile(f"^\\s*{re.escape(student)}\\s*$"))
+    return page.locator("#main-table tr", has=cell)
+
+
+def _click_and_wait(page: Page, row: Locator, button: str, endpoint: str) -> None:
+    """Click a formgrader button of a submission's row; the server's answer must be success."""
+    with page.expect_response(lambda r: endpoint in r.url, timeout=600_000) as answer:
+        row.locator(f"{button} a").click()
+    assert answer.value.ok, answer.value.status
+    assert answer.value.json().get("success"), answer.value.json().get("error", "")[-2000:]
+    modal = page.locator("#success-modal")  # formgrader says it succeeded: close that
+    modal.locator(".modal-footer button[data-dismiss='modal']").click()
+    expect(modal).to_have_count(0)
+
+
+def test_formgrader_buttons_grade_and_give_feedback_as_course_does(
+    lab: LabServer, page: Page, artifacts: Path
+) -> None:
+    """Autograde clicked for the reference and a tampering student of A, then Generate
+    Feedback: the reference keeps its points, the tampering student is flagged with nothing
+    for the mask (what `course autograde` gives it, tests/test_plain_nbgrader.py), and no
+    feedback page holds a line of a hidden test."""
+    assignment, notebook = "a_masks", "masks_and_positions"
+    root = lab.root
+    reference = root / "submitted" / STUDENT / assignment / f"{notebook}.ipynb"
+    tampering = root / "submitted" / TAMPERING / assignment / f"{notebook}.ipynb"
+    tampering.parent.mkdir(parents=True, exist_ok=True)
+    nb = set_code(MASK, NOOP_CHECKS)(nbformat.read(str(reference), as_version=4))
+    nbformat.write(nb, str(tampering))
+    with Gradebook(pipeline.db_url(root)) as gb:
+        before = gb.find_submission_notebook(notebook, assignment, STUDENT).score
+
+    page.goto(lab.lab_url())  # logs in (the token becomes a cookie), as the other tests do
+    expect(page.locator(".jp-LabShell")).to_be_visible(timeout=120_000)
+    submissions = f"{lab.url}/formgrader/manage_submissions/{assignment}"
+    page.goto(submissions)  # formgrader's page of the assignment's submissions, on its own
+    for student in (STUDENT, TAMPERING):
+        row = submission_row(page, student)
+        expect(row).to_have_count(1, timeout=60_000)
+        _click_and_wait(page, row, ".autograde", f"/{assignment}/{student}/autograde")
+    screenshot(page, artifacts, "formgrader__5_autograded")
+
+    with Gradebook(pipeline.db_url(root)) as gb:
+        graded = gb.find_submission_notebook(notebook, assignment, STUDENT)
+        flagged = gb.find_submission_notebook(notebook, assignment, TAMPERING)
+        assert (graded.score, graded.flagged) == (before, False)
+        mask = {g.name: g.score for g in flagged.grades if "mask" in g.name}
+        assert flagged.flagged and mask and not any(mask.values()), mask
+    status = {r["student"]: r["status"] for r in report.read(root) if r["assignment"] == assignment}
+    assert status[TAMPERING] == "flagged" and status[STUDENT] == "graded", status
+
+    page.goto(submissions)
+    for student in (STUDENT, TAMPERING):
+        row = submission_row(page, student)
+        _click_and_wait(page, row, ".generate-feedback", f"/{student}/generate_feedback")
+        html = root / "feedback" / student / assignment / f"{notebook}.html"
+        text = html.read_text()
+        assert "BEGIN HIDDEN TESTS" not in text and "_reference_mask" not in text, html

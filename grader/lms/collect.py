@@ -1,0 +1,265 @@
+"""``course collect ASSIGNMENT ZIP --lms canvas|moodle``: an LMS download into ``submitted/``.
+
+The archive is checked and extracted with nbgrader's ``ExtractorPlugin`` into nbgrader's
+zip_collect layout (``downloaded/ASSIGNMENT/archive`` and ``.../extracted``); each file's name
+is read by the LMS's ``FileNameCollectorPlugin`` (:mod:`grader.lms.names`). For each student:
+
+- the id is the roster's (``nbgrader db student import``), found by LMS user id, email or name;
+  a student not in the roster keeps the LMS's id;
+- of a file uploaded several times the latest upload is kept (Canvas's ``-N``);
+- the one notebook is written as the assignment's notebook, renamed back if the student renamed
+  it; a student with two different notebooks is collected only if one of them has the
+  assignment's name (otherwise the report asks the instructor to choose);
+- lateness goes to nbgrader's ``timestamp.txt`` (Canvas's LATE mark: one second after the due
+  date, since Canvas gives no time; Moodle: the worksheet's submission time);
+- what was taken and what was skipped (and why) is returned for the report, and what each
+  student's files were called is kept in ``downloaded/ASSIGNMENT/lms.json`` to name the
+  feedback for upload (:mod:`grader.lms.feedback_zip`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import dateutil.parser
+import nbformat
+from nbgrader.api import Gradebook
+
+from grader import gradebook
+from grader.lms import LMS_NAMES, archive, names, roster
+from grader.paths import CourseError, db_url, release_notebooks, require_assignment
+
+RECORD = "lms.json"
+
+
+@dataclass
+class Taken:
+    """A notebook collected for a student."""
+
+    student: str
+    lms_id: str
+    name: str
+    source: str
+    notebook: str
+    prefix: str
+    notes: list[str] = field(default_factory=list)
+    late: bool = False
+
+
+@dataclass
+class Skipped:
+    """A file of the download that was not collected, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass
+class Collected:
+    """What ``course collect`` did with one download."""
+
+    lms: str
+    assignment: str
+    taken: list[Taken] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+def collect(
+    root: Path, assignment: str, zip_path: Path, lms: str, worksheet: Path | None = None
+) -> Collected:
+    """Collect the download ``zip_path`` of ``lms`` for ``assignment`` (see the module)."""
+    require_assignment(root, assignment)
+    if worksheet is not None and lms != "moodle":
+        raise CourseError("--worksheet is Moodle's; Canvas marks lateness in its file names.")
+    wanted = release_notebooks(root, assignment)
+    if not list((root / "release" / assignment).glob("*.ipynb")):
+        raise CourseError(f"release/{assignment} has no notebooks: run `course release` first.")
+    url = db_url(root)
+    gradebook.require_assignment(url, assignment)
+    sheet = roster.read_worksheet(worksheet) if worksheet else {}
+    extracted = archive.extract(zip_path, root / "downloaded" / assignment)
+    done = Collected(lms, assignment)
+    by_student: dict[str, list[names.LmsFile]] = {}
+    for path in sorted(p for p in extracted.rglob("*") if p.is_file()):
+        relative = path.relative_to(extracted / "submissions").as_posix()
+        found = names.parse(lms, relative)
+        if found is None:
+            done.skipped.append(Skipped(relative, f"not named as {lms.title()} names submissions"))
+        else:
+            by_student.setdefault(found.lms_id, []).append(found)
+    people, due = roster.read_roster(url), _due_date(url, assignment)
+    for lms_id, files in by_student.items():
+        chosen = _choose(files, wanted, done.skipped)
+        if chosen is None:
+            continue
+        row = sheet.get(lms_id)
+        person = roster.find(people, lms_id, chosen.name, row.email if row else "")
+        taken = _place(root, assignment, extracted / "submissions", chosen, person, wanted, done)
+        if taken is not None:
+            folder = root / "submitted" / taken.student / assignment
+            _lateness(folder, lms, taken, chosen, due, row.modified if row else "")
+            _remember(url, lms, taken, person, row.email if row else "")
+    _write_record(root / "downloaded" / assignment / RECORD, done)
+    return done
+
+
+def _due_date(url: str, assignment: str) -> datetime | None:
+    with warnings.catch_warnings(), Gradebook(url) as gb:
+        warnings.simplefilter("ignore")
+        return gb.find_assignment(assignment).duedate
+
+
+def _choose(
+    files: list[names.LmsFile], wanted: list[str], skipped: list[Skipped]
+) -> names.LmsFile | None:
+    """The one notebook to collect of a student's files (None: none), the rest skipped."""
+    groups: dict[str, list[names.LmsFile]] = {}
+    for f in files:
+        if f.ext != ".ipynb":
+            skipped.append(Skipped(f.path, "not a notebook (only .ipynb files are graded)"))
+        else:
+            groups.setdefault(f.stem, []).append(f)
+    latest = []
+    for uploads in groups.values():
+        uploads.sort(key=lambda f: (f.attempt, f.submission_id))
+        latest.append(uploads[-1])
+        for old in uploads[:-1]:
+            skipped.append(Skipped(old.path, f"an older upload ({uploads[-1].path} is later)"))
+    if len(latest) <= 1 or len(wanted) > 1:
+        return latest[0] if latest else None
+    named = [f for f in latest if f.stem == wanted[0]]
+    if len(named) == 1:
+        for other in latest:
+            if other is not named[0]:
+                skipped.append(Skipped(other.path, f"a second notebook ({named[0].path} taken)"))
+        return named[0]
+    listed = ", ".join(f.path for f in latest)
+    for f in latest:
+        skipped.append(
+            Skipped(
+                f.path,
+                f"this student uploaded {len(latest)} notebooks ({listed}) and none is named "
+                f"{wanted[0]}.ipynb: nothing collected; ask which one to grade and copy it "
+                f"to submitted/STUDENT/ASSIGNMENT/{wanted[0]}.ipynb",
+            )
+        )
+    return None
+
+
+def _place(
+    root: Path,
+    assignment: str,
+    extracted: Path,
+    chosen: names.LmsFile,
+    person: roster.Person | None,
+    wanted: list[str],
+    done: Collected,
+) -> Taken | None:
+    """Write the chosen notebook to ``submitted/STUDENT/ASSIGNMENT/``; None if it is unusable."""
+    source = extracted / chosen.path
+    try:
+        nbformat.read(str(source), as_version=4)
+    except Exception as error:  # noqa: BLE001 - any unreadable file is reported, not raised
+        reason = str(error).strip().splitlines()[0][:120] if str(error).strip() else "unreadable"
+        done.skipped.append(Skipped(chosen.path, f"not a readable notebook ({reason})"))
+        return None
+    student = person.id if person else chosen.lms_id
+    if any(t.student == student for t in done.taken):
+        done.skipped.append(Skipped(chosen.path, f"a second LMS account for student {student}"))
+        return None
+    notebook = chosen.stem if chosen.stem in wanted else wanted[0]
+    if len(wanted) > 1 and chosen.stem not in wanted:
+        done.skipped.append(Skipped(chosen.path, "not one of the assignment's notebooks"))
+        return None
+    taken = Taken(student, chosen.lms_id, chosen.name, chosen.path, notebook, chosen.prefix)
+    if chosen.stem != notebook:
+        taken.notes.append(f"renamed from {chosen.stem}{chosen.ext}")
+    if person is None:
+        taken.notes.append(f"not in the roster: collected under the {done.lms.title()} id")
+    target = root / "submitted" / student / assignment
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    shutil.copyfile(source, target / f"{notebook}.ipynb")
+    done.taken.append(taken)
+    return taken
+
+
+def _lateness(
+    folder: Path, lms: str, taken: Taken, chosen: names.LmsFile, due: datetime | None, when: str
+) -> None:
+    """Write nbgrader's ``timestamp.txt`` from the LMS's late mark or submission time."""
+    stamp = None
+    if lms == "canvas" and chosen.late:
+        taken.late = True
+        if due is None:
+            taken.notes.append("late (Canvas's mark), but the assignment has no due date")
+        else:
+            stamp = due + timedelta(seconds=1)  # Canvas marks lateness without a time
+            taken.notes.append("late (Canvas's mark)")
+    elif when:
+        try:
+            stamp = dateutil.parser.parse(when).replace(tzinfo=None)
+        except (ValueError, OverflowError):
+            taken.notes.append(f"submission time {when!r} unreadable: lateness not recorded")
+        taken.late = bool(stamp and due and stamp > due)
+        if taken.late:
+            taken.notes.append(f"late (submitted {stamp})")
+    if stamp is not None:
+        (folder / "timestamp.txt").write_text(stamp.isoformat(" "))
+
+
+def _remember(url: str, lms: str, taken: Taken, person: roster.Person | None, email: str) -> None:
+    """Put the student in the gradebook, with the LMS's user id where the LMS gives one that
+    lasts (Canvas's; Moodle's participant id is per assignment)."""
+    lasting = taken.lms_id if lms == "canvas" else ""
+    if person is not None and (person.lms_user_id or not lasting):
+        return
+    first, _, last = taken.name.rpartition(" ") if lms == "moodle" else ("", "", "")
+    with warnings.catch_warnings(), Gradebook(url) as gb:
+        warnings.simplefilter("ignore")
+        if person is not None:
+            gb.update_or_create_student(person.id, lms_user_id=lasting)
+        else:
+            gb.update_or_create_student(
+                taken.student, first_name=first, last_name=last, email=email or None,
+                lms_user_id=lasting or None,
+            )  # fmt: skip
+
+
+def _write_record(path: Path, done: Collected) -> None:
+    """Keep, per student, what the LMS called the files (merged with earlier downloads)."""
+    record = read_record(path.parent.parent.parent, done.assignment)
+    if record.get("lms") != done.lms:
+        record = {"lms": done.lms, "students": {}}
+    for taken in done.taken:
+        record["students"][taken.student] = asdict(taken)
+    path.write_text(json.dumps(record, indent=1, sort_keys=True))
+
+
+def read_record(root: Path, assignment: str) -> dict:
+    """What ``course collect`` recorded for ``assignment`` ({} when nothing was collected)."""
+    path = root / "downloaded" / assignment / RECORD
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def format_report(done: Collected) -> str:
+    """The collection as text: a line per student taken, a line per file skipped."""
+    lines = [f"{done.lms.title()} download of {done.assignment}: {len(done.taken)} collected"]
+    for t in sorted(done.taken, key=lambda t: t.student):
+        notes = f" ({'; '.join(t.notes)})" if t.notes else ""
+        lines.append(f"  {t.student}: {t.source} -> {t.notebook}.ipynb{notes}")
+    if done.skipped:
+        lines.append(f"skipped {len(done.skipped)} file(s):")
+        lines += [f"  {s.path}: {s.reason}" for s in done.skipped]
+    if not done.taken:
+        other = next(name for name in LMS_NAMES if name != done.lms)
+        lines.append(
+            f"nothing collected: is this the assignment's {done.lms.title()} download? "
+            f"(a {other.title()} download needs --lms {other})"
+        )
+    return "\n".join(lines)

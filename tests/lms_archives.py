@@ -1,0 +1,64 @@
+"""Realistic LMS downloads built by the tests: Canvas's flat zip and Moodle's folders."""
+
+from __future__ import annotations
+
+import io
+import stat
+import zipfile
+from pathlib import Path
+
+import nbformat
+from nbformat import NotebookNode
+
+NOTEBOOK = "masks_and_positions"  # assignment A's notebook
+
+
+def notebook(marker: str) -> NotebookNode:
+    """A small notebook whose first cell says who wrote it (``marker``)."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(f"# {marker}")]
+    return nb
+
+
+def notebook_bytes(marker: str) -> bytes:
+    return nbformat.writes(notebook(marker)).encode()
+
+
+def write_zip(path: Path, files: dict[str, bytes]) -> Path:
+    """A zip holding ``files`` (name -> content)."""
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return path
+
+
+def with_link(path: Path, name: str, target: str) -> Path:
+    """A zip whose one entry ``name`` is a symbolic link to ``target``."""
+    info = zipfile.ZipInfo(name)
+    info.external_attr = (stat.S_IFLNK | 0o777) << 16
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(info, target)
+    return path
+
+
+def read_names(path: Path) -> list[str]:
+    with zipfile.ZipFile(path) as archive:
+        return sorted(archive.namelist())
+
+
+def zip_bytes(files: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def canvas_name(last_first: str, user: int, attachment: int, file: str, late: bool = False) -> str:
+    """Canvas's name for a submitted file."""
+    return f"{last_first}_{'LATE_' if late else ''}{user}_{attachment}_{file}"
+
+
+def moodle_folder(full_name: str, participant: int) -> str:
+    """Moodle's folder of a participant's files."""
+    return f"{full_name}_{participant}_assignsubmission_file_/"

@@ -1,0 +1,358 @@
+"""A term with an LMS: Canvas and Moodle downloads collected into submitted/ (latest upload,
+lateness, renamed notebooks, extra files, hostile archives), grades exported in each LMS's CSV
+through nbgrader's export plugins, feedback packed for upload. No grading runs here (the term
+test, tests/test_lms_term.py, grades a few students through nbgrader)."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import subprocess
+import sys
+import warnings
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from grader.cli import main
+from grader.lms import collect, export, feedback_zip
+from grader.paths import CourseError, db_url
+from tests.conftest import REPO
+from tests.lms_archives import (
+    NOTEBOOK,
+    canvas_name,
+    moodle_folder,
+    notebook_bytes,
+    read_names,
+    with_link,
+    write_zip,
+    zip_bytes,
+)
+
+A = "a_masks"
+DUE = datetime(2026, 10, 5, 17, 0, 0)
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A course with A released and in the gradebook (due date set), and a roster of three."""
+    root = tmp_path_factory.mktemp("template") / "course"
+    for folder in ("source", "release"):
+        shutil.copytree(REPO / folder / A, root / folder / A)
+    shutil.copy(REPO / "nbgrader_config.py", root)
+    with warnings.catch_warnings(), Gradebook(db_url(root)) as gb:
+        warnings.simplefilter("ignore")
+        gb.update_or_create_assignment(A, duedate=DUE)
+        gb.update_or_create_student("jsmith", first_name="Jane", last_name="Smith",
+                                    email="jane@uni.example", lms_user_id="1001")  # fmt: skip
+        gb.update_or_create_student("jdoe", first_name="John", last_name="Doe",
+                                    email="john@uni.example")  # fmt: skip
+        gb.update_or_create_student("alee", first_name="Ann", last_name="Lee",
+                                    email="ann@uni.example")  # fmt: skip
+    return root
+
+
+@pytest.fixture
+def course_root(template: Path, tmp_path: Path) -> Path:
+    """A fresh copy of :func:`template`."""
+    return Path(shutil.copytree(template, tmp_path / "course"))
+
+
+def submitted(root: Path, student: str) -> Path:
+    return root / "submitted" / student / A
+
+
+def marker(root: Path, student: str) -> str:
+    nb = nbformat.read(str(submitted(root, student) / f"{NOTEBOOK}.ipynb"), as_version=4)
+    return nb.cells[0].source
+
+
+def canvas_download(tmp_path: Path) -> Path:
+    files = {
+        # on time, found in the roster by its Canvas id
+        canvas_name("smithjane", 1001, 501, f"{NOTEBOOK}.ipynb"): notebook_bytes("jane"),
+        # late, found by name; uploaded twice under the same name (-1 is the later)
+        canvas_name("doejohn", 1002, 502, f"{NOTEBOOK}.ipynb", late=True): notebook_bytes("j1"),
+        canvas_name("doejohn", 1002, 502, f"{NOTEBOOK}-1.ipynb", late=True): notebook_bytes("j2"),
+        # renamed, plus an extra file
+        canvas_name("leeann", 1003, 503, "my work (final).ipynb"): notebook_bytes("ann"),
+        canvas_name("leeann", 1003, 503, "notes.pdf"): b"%PDF-1.4",
+        # not in the roster; two notebooks, one with the assignment's name
+        canvas_name("parkmin", 1004, 504, f"{NOTEBOOK}.ipynb"): notebook_bytes("min"),
+        canvas_name("parkmin", 1004, 504, "scratch.ipynb"): notebook_bytes("min scratch"),
+        # two notebooks, neither with the assignment's name: the instructor must choose
+        canvas_name("kimbo", 1005, 505, "try1.ipynb"): notebook_bytes("bo 1"),
+        canvas_name("kimbo", 1005, 505, "try2.ipynb"): notebook_bytes("bo 2"),
+        # a broken notebook
+        canvas_name("wuli", 1006, 506, f"{NOTEBOOK}.ipynb"): b"{not json",
+        "README.txt": b"not a submission",
+        # a zip uploaded as the submission: nbgrader's extractor opens it, nothing in it is named
+        canvas_name("ngoan", 1007, 507, "work.zip"): zip_bytes({"a.ipynb": notebook_bytes("z")}),
+    }
+    return write_zip(tmp_path / "submissions.zip", files)
+
+
+def test_canvas_download_is_collected(course_root: Path, tmp_path: Path) -> None:
+    done = collect.collect(course_root, A, canvas_download(tmp_path), "canvas")
+    taken = {t.student: t for t in done.taken}
+    assert sorted(taken) == ["1004", "alee", "jdoe", "jsmith"]
+    assert marker(course_root, "jsmith") == "# jane"
+    assert marker(course_root, "jdoe") == "# j2"  # the later upload
+    assert marker(course_root, "alee") == "# ann"  # renamed back
+    assert "renamed from my work (final).ipynb" in taken["alee"].notes
+    assert marker(course_root, "1004") == "# min"
+    assert "not in the roster" in " ".join(taken["1004"].notes)
+    # lateness: Canvas's mark, one second after the due date; no timestamp when on time
+    stamp = (submitted(course_root, "jdoe") / "timestamp.txt").read_text()
+    assert datetime.fromisoformat(stamp) == DUE + timedelta(seconds=1)
+    assert not (submitted(course_root, "jsmith") / "timestamp.txt").exists()
+    assert taken["jdoe"].late and not taken["jsmith"].late
+    reasons = {s.path: s.reason for s in done.skipped}
+    assert "an older upload" in reasons[canvas_name("doejohn", 1002, 502, f"{NOTEBOOK}.ipynb",
+                                                    late=True)]  # fmt: skip
+    assert "not a notebook" in reasons[canvas_name("leeann", 1003, 503, "notes.pdf")]
+    assert "a second notebook" in reasons[canvas_name("parkmin", 1004, 504, "scratch.ipynb")]
+    assert "none is named" in reasons[canvas_name("kimbo", 1005, 505, "try1.ipynb")]
+    assert "not a readable notebook" in reasons[canvas_name("wuli", 1006, 506,
+                                                            f"{NOTEBOOK}.ipynb")]  # fmt: skip
+    assert "not named as Canvas" in reasons["README.txt"]
+    assert "not named as Canvas" in reasons[canvas_name("ngoan", 1007, 507, "work/a.ipynb")]
+    assert not (course_root / "submitted" / "1005").exists()
+    # the roster learns the Canvas ids; the new student enters the gradebook with hers
+    with Gradebook(db_url(course_root)) as gb:
+        assert gb.find_student("jdoe").lms_user_id == "1002"
+        assert gb.find_student("1004").lms_user_id == "1004"
+    record = collect.read_record(course_root, A)
+    assert record["students"]["jdoe"]["prefix"] == "doejohn_LATE_1002_502_"
+
+
+def test_canvas_download_in_a_folder_and_collected_again(course_root: Path, tmp_path: Path) -> None:
+    """A zip with a top folder is read as well; a second download replaces the first."""
+    first = {"subs/" + canvas_name("smithjane", 1001, 7, f"{NOTEBOOK}.ipynb"): notebook_bytes("v1")}
+    collect.collect(course_root, A, write_zip(tmp_path / "one.zip", first), "canvas")
+    assert marker(course_root, "jsmith") == "# v1"
+    second = {canvas_name("smithjane", 1001, 8, f"{NOTEBOOK}-1.ipynb"): notebook_bytes("v2")}
+    collect.collect(course_root, A, write_zip(tmp_path / "two.zip", second), "canvas")
+    assert marker(course_root, "jsmith") == "# v2"
+    assert sorted(p.name for p in submitted(course_root, "jsmith").iterdir()) == [
+        f"{NOTEBOOK}.ipynb"
+    ]
+
+
+def moodle_download(tmp_path: Path, folders: bool = True) -> Path:
+    def name(full: str, number: int, file: str) -> str:
+        folder = moodle_folder(full, number)
+        return folder + file if folders else folder.rstrip("/") + file
+
+    files = {
+        name("Jane Smith", 71, f"{NOTEBOOK}.ipynb"): notebook_bytes("jane"),
+        name("John Doe", 72, "masks.ipynb"): notebook_bytes("john"),
+        name("John Doe", 72, "data.csv"): b"a,b\n",
+        name("Ann Lee", 73, f"{NOTEBOOK}.ipynb"): notebook_bytes("ann"),
+        name("Ann Lee", 73, "copy.ipynb"): notebook_bytes("ann copy"),
+        name("Zoe New", 74, "x.ipynb"): notebook_bytes("zoe"),
+        "Zoe New_74_assignsubmission_onlinetext_/onlinetext.html": b"<p>hi</p>",
+    }
+    return write_zip(tmp_path / "moodle.zip", files)
+
+
+def worksheet(tmp_path: Path) -> Path:
+    path = tmp_path / "worksheet.csv"
+    day = "Monday, 5 October 2026"
+    rows = [
+        ["Identifier", "Full name", "Email address", "Status", "Last modified (submission)"],
+        ["Participant 71", "Jane Smith", "jane@uni.example", "Submitted", f"{day}, 9:15 AM"],
+        ["Participant 72", "John Doe", "john@uni.example", "Submitted", f"{day}, 6:30 PM"],
+        ["Participant 73", "Ann Lee", "ann@uni.example", "Submitted", "-"],
+        ["Participant 74", "Zoe New", "zoe@uni.example", "Submitted", f"{day}, 4:00 PM"],
+    ]
+    with path.open("w", newline="") as handle:
+        csv.writer(handle).writerows(rows)
+    return path
+
+
+@pytest.mark.parametrize("folders", [True, False], ids=["folders", "flat"])
+def test_moodle_download_is_collected(course_root: Path, tmp_path: Path, folders: bool) -> None:
+    archive = moodle_download(tmp_path, folders)
+    done = collect.collect(course_root, A, archive, "moodle", worksheet(tmp_path))
+    taken = {t.student: t for t in done.taken}
+    assert sorted(taken) == ["74", "alee", "jdoe", "jsmith"]
+    assert marker(course_root, "jdoe") == "# john"  # renamed back from masks.ipynb
+    assert marker(course_root, "alee") == "# ann"
+    # John submitted 90 minutes after the due date: late, with the worksheet's time
+    stamp = (submitted(course_root, "jdoe") / "timestamp.txt").read_text()
+    assert datetime.fromisoformat(stamp) == datetime(2026, 10, 5, 18, 30)
+    assert taken["jdoe"].late and not taken["jsmith"].late and not taken["74"].late
+    assert not (submitted(course_root, "alee") / "timestamp.txt").exists()
+    reasons = " | ".join(s.reason for s in done.skipped)
+    assert "not a notebook" in reasons and "a second notebook" in reasons
+    assert "not named as Moodle" in reasons  # the online text
+    with Gradebook(db_url(course_root)) as gb:
+        zoe = gb.find_student("74")
+        assert (zoe.first_name, zoe.last_name, zoe.email) == ("Zoe", "New", "zoe@uni.example")
+    prefix = collect.read_record(course_root, A)["students"]["jdoe"]["prefix"]
+    assert prefix == "John Doe_72_assignsubmission_file_"
+
+
+@pytest.mark.parametrize(
+    ("entries", "expected"),
+    [
+        ({"../evil.ipynb": b"x"}, "a path that leaves the folder"),
+        ({"a/../../evil.ipynb": b"x"}, "a path that leaves the folder"),
+        ({"/etc/evil.ipynb": b"x"}, "an absolute path"),
+    ],
+)
+def test_hostile_archive_is_refused(
+    course_root: Path, tmp_path: Path, entries: dict, expected: str
+) -> None:
+    archive = write_zip(tmp_path / "bad.zip", entries)
+    with pytest.raises(CourseError, match=expected):
+        collect.collect(course_root, A, archive, "canvas")
+    assert not (course_root / "submitted").exists()
+
+
+def test_archive_with_a_link_or_not_a_zip_is_refused(course_root: Path, tmp_path: Path) -> None:
+    link = with_link(tmp_path / "link.zip", canvas_name("x", 1, 2, "a.ipynb"), "/etc/passwd")
+    with pytest.raises(CourseError, match="a symbolic link"):
+        collect.collect(course_root, A, link, "canvas")
+    text = tmp_path / "grades.zip"
+    text.write_text("this is no zip")
+    with pytest.raises(CourseError, match="is not a zip archive"):
+        collect.collect(course_root, A, text, "canvas")
+    assert not (course_root / "submitted").exists()
+
+
+def test_collect_command_prints_the_report_and_one_line_errors(
+    course_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    archive = canvas_download(tmp_path)
+    assert main(["--root", str(course_root), "collect", A, str(archive), "--lms", "canvas"]) == 0
+    out = capsys.readouterr().out
+    assert "Canvas download of a_masks: 4 collected" in out
+    assert "jdoe: doejohn_LATE_1002_502_masks_and_positions-1.ipynb" in out
+    assert "skipped 9 file(s):" in out
+    moodle = ["--root", str(course_root), "collect", A, str(archive), "--lms", "moodle"]
+    assert main(moodle) == 1  # a Canvas download read as Moodle's: nothing collected
+    assert "(a Canvas download needs --lms canvas)" in capsys.readouterr().out
+    missing = tmp_path / "nowhere.zip"
+    assert main(["--root", str(course_root), "collect", A, str(missing), "--lms", "moodle"]) == 2
+    assert capsys.readouterr().err.startswith("course: error: no file at")
+    sheet = ["--worksheet", str(worksheet(tmp_path))]
+    assert (
+        main(["--root", str(course_root), "collect", A, str(archive), "--lms", "canvas", *sheet])
+        == 2
+    )
+    assert "--worksheet is Moodle's" in capsys.readouterr().err
+    unknown = ["--root", str(course_root), "collect", "zz", str(archive), "--lms", "canvas"]
+    assert main(unknown) == 2
+    assert "unknown assignment 'zz'" in capsys.readouterr().err
+
+
+def graded_gradebook(root: Path) -> None:
+    """A and B in the gradebook (10 points each) with scores: Jane 7 on A, John 9 on A but
+    late (penalty 4) and 5 on B, Ann nothing."""
+    with warnings.catch_warnings(), Gradebook(db_url(root)) as gb:
+        warnings.simplefilter("ignore")
+        gb.update_or_create_assignment("b_attention")
+        for assignment in (A, "b_attention"):
+            gb.update_or_create_notebook("nb", assignment)
+            gb.update_or_create_grade_cell("q", "nb", assignment, max_score=10, cell_type="code")
+        for assignment, student, points, penalty in [
+            (A, "jsmith", 7, 0), (A, "jdoe", 9, 4), ("b_attention", "jdoe", 5, 0)
+        ]:  # fmt: skip
+            late = DUE + timedelta(hours=1) if penalty else None  # A is due at DUE
+            gb.add_submission(assignment, student, timestamp=late)
+            grade = gb.find_grade("q", "nb", assignment, student)
+            grade.auto_score, grade.needs_manual_grade = points, False
+            gb.find_submission_notebook("nb", assignment, student).late_submission_penalty = penalty
+        gb.db.commit()
+
+
+def read_csv(path: Path) -> list[list[str]]:
+    with path.open(newline="") as handle:
+        return list(csv.reader(handle))
+
+
+def test_canvas_export(course_root: Path, tmp_path: Path) -> None:
+    graded_gradebook(course_root)
+    out = export.export(course_root, "canvas", tmp_path / "canvas.csv")
+    rows = read_csv(out)
+    assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", A, "b_attention"]
+    assert rows[1] == ["Points Possible", "", "", "", "", "10", "10"]
+    assert rows[2:] == [
+        ["Lee, Ann", "", "alee", "", "", "0", "0"],
+        ["Doe, John", "", "jdoe", "", "", "5", "5"],  # 9 less the late penalty of 4
+        ["Smith, Jane", "1001", "jsmith", "", "", "7", "0"],
+    ]
+
+
+def test_moodle_export_with_empty_cells_for_no_submission(
+    course_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    graded_gradebook(course_root)
+    out = tmp_path / "moodle.csv"
+    argv = ["--root", str(course_root), "grades", "--lms", "moodle", "--out", str(out)]
+    assert main([*argv, "--missing", "empty"]) == 0
+    assert "for import into Moodle" in capsys.readouterr().out
+    assert main(["--root", str(course_root), "grades", "--out", str(out)]) == 2
+    assert "--out goes with --lms" in capsys.readouterr().err
+    assert read_csv(out) == [
+        ["First name", "Last name", "ID number", "Email address", A, "b_attention"],
+        ["Ann", "Lee", "alee", "ann@uni.example", "", ""],
+        ["John", "Doe", "jdoe", "john@uni.example", "5", "5"],
+        ["Jane", "Smith", "jsmith", "jane@uni.example", "7", ""],
+    ]
+
+
+def test_nbgrader_export_runs_the_course_plugin(course_root: Path, tmp_path: Path) -> None:
+    """The same plugin through nbgrader's own command (``nbgrader export --exporter``)."""
+    graded_gradebook(course_root)
+    out = tmp_path / "via-nbgrader.csv"
+    command = [sys.executable, "-m", "nbgrader", "export",
+               "--exporter=grader.lms.export.CanvasExport", f"--to={out}"]  # fmt: skip
+    done = subprocess.run(command, cwd=course_root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert read_csv(out) == read_csv(export.export(course_root, "canvas", tmp_path / "c.csv"))
+
+
+def test_export_without_students_says_what_to_do(course_root: Path, tmp_path: Path) -> None:
+    with Gradebook(db_url(course_root)) as gb:
+        for student in ("jsmith", "jdoe", "alee"):
+            gb.remove_student(student)
+    with pytest.raises(CourseError, match="nbgrader db student import"):
+        export.export(course_root, "canvas", tmp_path / "x.csv")
+    (course_root / "gradebook.db").unlink()
+    with pytest.raises(CourseError, match="no gradebook at"):
+        export.export(course_root, "canvas", tmp_path / "x.csv")
+
+
+@pytest.mark.parametrize("lms", ["canvas", "moodle"])
+def test_feedback_zip_names_each_file_for_the_lms(
+    course_root: Path, tmp_path: Path, lms: str
+) -> None:
+    archive = canvas_download(tmp_path) if lms == "canvas" else moodle_download(tmp_path)
+    sheet = worksheet(tmp_path) if lms == "moodle" else None
+    collect.collect(course_root, A, archive, lms, sheet)
+    for student in ("jsmith", "jdoe", "stranger"):
+        folder = course_root / "feedback" / student / A
+        folder.mkdir(parents=True)
+        (folder / f"{NOTEBOOK}.html").write_text(f"<p>{student}</p>")
+    path, packed, left = feedback_zip.pack(course_root, A)
+    assert path.name == f"feedback-a_masks-{lms}.zip"
+    assert packed == ["jdoe", "jsmith"]
+    assert left == [f"stranger (not in the {lms.title()} download)"]
+    expected = {
+        "canvas": [f"doejohn_LATE_1002_502_{NOTEBOOK}_feedback.html",
+                   f"smithjane_1001_501_{NOTEBOOK}_feedback.html"],
+        "moodle": [f"Jane Smith_71_assignsubmission_file_/{NOTEBOOK}_feedback.html",
+                   f"John Doe_72_assignsubmission_file_/{NOTEBOOK}_feedback.html"],
+    }  # fmt: skip
+    assert read_names(path) == expected[lms]
+
+
+def test_feedback_zip_needs_a_collection(course_root: Path) -> None:
+    with pytest.raises(CourseError, match="run `course collect` first"):
+        feedback_zip.pack(course_root, A)

@@ -35,8 +35,9 @@ test-fast: lint  ## checks, pipeline units and repository checks, no grading run
 	bash tools/install_system_packages.sh
 	$(BIN)/python -m pytest $(PARALLEL) -m "not slow"
 
-lab: setup  ## JupyterLab on the student notebooks
-	$(BIN)/jupyter lab $(ROOT_FLAG) --notebook-dir=release
+lab: setup  ## JupyterLab on your own copy of the student notebooks, work/ (made once from release/)
+	$(BIN)/python tools/student_copy.py
+	$(BIN)/jupyter lab $(ROOT_FLAG) --notebook-dir=work
 
 release: setup  ## regenerate release/ from source/
 	$(BIN)/course release

@@ -13,6 +13,10 @@ Inputs and targets are prepared once, as two LongTensors ``(n, L)`` (targets = i
 one token, cut by the notebook's own function), so a step does no Python work per token: it
 indexes a batch, runs forward and backward, clips the gradients and steps the optimiser. The
 losses stay on-tensor between evaluations (no ``.item()`` per step).
+
+Everything follows the model's device: each batch is moved to where the model's weights are (a
+no-op when the rows already live there), so a notebook trains on a GPU by moving its model there
+(``course.device.pick_device``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ import matplotlib.pyplot as plt
 import torch
 from torch import nn
 from tqdm.auto import tqdm
+
+from course.device import autocast, device_of
 
 MaskFn = Callable[[int], torch.Tensor]  # length L -> additive mask (L, L)
 
@@ -68,22 +74,24 @@ def evaluate_lm(
     Args:
         model: forward(src (B, L), src_mask) -> logits (B, L, V). Put in eval mode here, and
             put back in the mode it had.
-        inputs, targets: LongTensors (n, L).
+        inputs, targets: LongTensors (n, L), on any device (each batch goes to the model's).
         causal_mask: the notebook's mask function (length -> (L, L) mask), or None to run
             without a mask (the no-mask experiment).
         batch_size: rows per forward pass.
     """
     was_training = model.training
     model.eval()
-    mask = None if causal_mask is None else causal_mask(inputs.size(1)).to(inputs.device)
-    total = torch.zeros((), dtype=torch.float64)
+    device = device_of(model)
+    mask = None if causal_mask is None else causal_mask(inputs.size(1)).to(device)
+    total = 0.0  # summed in float64 on the host: one transfer per batch, any device
     for start in range(0, inputs.size(0), batch_size):
-        x, y = inputs[start : start + batch_size], targets[start : start + batch_size]
+        x = inputs[start : start + batch_size].to(device)
+        y = targets[start : start + batch_size].to(device)
         logits = model(x, mask)  # (b, L, V)
         loss = nn.functional.cross_entropy(
-            logits.reshape(-1, logits.size(-1)), y.reshape(-1), reduction="sum"
+            logits.reshape(-1, logits.size(-1)).float(), y.reshape(-1), reduction="sum"
         )
-        total += loss.double()
+        total += float(loss)
     model.train(was_training)
     return float(total) / max(1, targets.numel())
 
@@ -107,6 +115,7 @@ def train_lm(
     progress: bool = True,
     desc: str = "training",
     lr_factor: Callable[[int], float] | None = None,
+    bf16: bool = False,
 ) -> History:
     """Train a language model with teacher forcing and return what was measured.
 
@@ -118,8 +127,8 @@ def train_lm(
 
     Args:
         model: forward(src (B, L), src_mask) -> logits (B, L, V).
-        train_inputs, train_targets: LongTensors (n, L), targets = inputs shifted by one token.
-        val_inputs, val_targets: the same for the validation split.
+        train_inputs, train_targets: LongTensors (n, L), targets = inputs shifted by one token
+            (on any device: each batch goes to the model's). val_*: the validation split.
         causal_mask: the notebook's mask function (length -> (L, L) mask: assignment A's
             ``generate_square_subsequent_mask``), or None to train without a mask.
         batch_size: rows per step.
@@ -127,20 +136,19 @@ def train_lm(
         clip: largest gradient norm (gradient clipping).
         time_budget_s: seconds of training (evaluation excluded); None for no time limit.
         max_steps: largest number of steps; None for no step limit.
-        eval_every: steps between evaluations.
-        seed: seed of the batch order (and of dropout).
-        progress: show a tqdm progress bar.
-        desc: label of the progress bar.
+        eval_every: steps between evaluations. seed: of the batch order (and of dropout).
+        progress, desc: show a tqdm progress bar, its label.
         lr_factor: step -> multiplier of ``lr`` (a schedule such as :func:`warmup_cosine`);
             None keeps ``lr`` constant.
+        bf16: run the forward pass under bfloat16 autocast (``course.device.autocast``).
     """
     n, length = _training_shape(train_inputs, train_targets, time_budget_s, max_steps)
     torch.manual_seed(seed)
-    mask = None if causal_mask is None else causal_mask(length).to(train_inputs.device)
+    mask = None if causal_mask is None else causal_mask(length).to(device_of(model))
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     bar = _progress_bar(max_steps, time_budget_s, desc, progress)
     evaluate = partial(evaluate_lm, model, val_inputs, val_targets, causal_mask)
-    run = _Run(model, optimizer, lr_factor, bar, evaluate)
+    run = _Run(model, optimizer, lr_factor, bar, evaluate, bf16)
     batches = _row_batches(n, batch_size, torch.Generator().manual_seed(seed))  # the order
     model.train()
     while not run.spent(max_steps, time_budget_s):
@@ -200,13 +208,19 @@ class _Run:
         lr_factor: Callable[[int], float] | None,
         bar: tqdm,
         evaluate: Callable[[], float],
+        bf16: bool = False,
     ) -> None:
         self.model, self.optimizer, self.bar, self.evaluate = model, optimizer, bar, evaluate
+        self.device, self.bf16 = device_of(model), bf16
         self.schedule = (
             None if lr_factor is None else torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
         )
         self.history = History()
-        self.running, self.since_eval, self.seconds = torch.zeros(()), 0, 0.0
+        self.running, self.since_eval, self.seconds = self._zero(), 0, 0.0
+
+    def _zero(self) -> torch.Tensor:
+        """A scalar 0 on the model's device: the sum of the losses since the last evaluation."""
+        return torch.zeros((), device=self.device)
 
     def spent(self, max_steps: int | None, time_budget_s: float | None) -> bool:
         """Whether the step budget or the time budget is spent."""
@@ -226,9 +240,12 @@ class _Run:
         """One optimizer step on the batch of ``rows()`` (its drawing timed too)."""
         start = time.perf_counter()
         chosen = rows()
-        x, y = inputs[chosen], targets[chosen]  # (B, L) each
-        logits = self.model(x, mask)  # (B, L, V)
-        loss = nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
+        x, y = inputs[chosen].to(self.device), targets[chosen].to(self.device)  # (B, L) each
+        with autocast(self.device, self.bf16):
+            logits = self.model(x, mask)  # (B, L, V)
+        loss = nn.functional.cross_entropy(
+            logits.reshape(-1, logits.size(-1)).float(), y.reshape(-1)
+        )
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(self.model.parameters(), clip)
@@ -253,7 +270,7 @@ class _Run:
             float(self.running) / self.since_eval if self.since_eval else math.nan
         )
         history.val_loss.append(self.evaluate())
-        self.running, self.since_eval = torch.zeros(()), 0
+        self.running, self.since_eval = self._zero(), 0
         self.bar.set_postfix(val_loss=f"{history.val_loss[-1]:.3f}")
 
     def finish(self) -> History:
@@ -333,16 +350,19 @@ def generate(
     At each step the model reads the last ``context`` ids, the logits of the last position are
     divided by ``temperature`` (below 1: safer, more repetitive; above 1: more surprising) and a
     token is drawn from their softmax. Temperature 0 takes the most likely token (greedy).
+    The model runs where its weights are; the drawing happens on the CPU (the same draws on any
+    device for one seed).
     """
     if not prompt_ids:
         raise ValueError("the prompt needs at least one token")
     model.eval()
+    device = device_of(model)
     gen = torch.Generator().manual_seed(seed)
     ids = list(prompt_ids)
     for _ in range(n_tokens):
-        src = torch.tensor([ids[-context:]])  # (1, L)
-        mask = None if causal_mask is None else causal_mask(src.size(1))
-        last = model(src, mask)[0, -1]  # (V,)
+        src = torch.tensor([ids[-context:]], device=device)  # (1, L)
+        mask = None if causal_mask is None else causal_mask(src.size(1)).to(device)
+        last = model(src, mask)[0, -1].float().cpu()  # (V,)
         if temperature <= 0:
             ids.append(int(last.argmax()))
         else:

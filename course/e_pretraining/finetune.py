@@ -2,7 +2,8 @@
 
 The loop takes any model whose ``forward(src, lengths)`` maps right-padded token ids ``(B, L)``
 and the real lengths ``(B,)`` to class logits ``(B, n_classes)``, and trains only the parameters
-that require a gradient (so a frozen base stays as it was).
+that require a gradient (so a frozen base stays as it was). It trains where the model's weights
+are: each batch is moved there (``course.device``), the splits stay on the CPU.
 
     train = encode_labelled(tokenizer, texts, labels)          # ids (n, L), lengths, labels
     history = train_classifier(model, train, val, epochs=6, seed=0)
@@ -22,6 +23,7 @@ import torch
 from torch import nn
 
 from course.data import WordTokenizer
+from course.device import autocast, device_of
 
 
 @dataclass
@@ -35,10 +37,14 @@ class Labelled:
     def __len__(self) -> int:
         return self.labels.numel()
 
-    def batch(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The rows ``rows``, cut to their longest length: ids (b, l), lengths (b,), labels (b,)."""
+    def batch(
+        self, rows: torch.Tensor, device: torch.device | str = "cpu"
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The rows ``rows``, cut to their longest length, on ``device``: ids (b, l), lengths
+        (b,), labels (b,)."""
         lengths = self.lengths[rows]
-        return self.ids[rows, : int(lengths.max())], lengths, self.labels[rows]
+        ids, labels = self.ids[rows, : int(lengths.max())], self.labels[rows]
+        return ids.to(device), lengths.to(device), labels.to(device)
 
 
 def encode_labelled(
@@ -89,12 +95,13 @@ class ClassifierHistory:
 
 @torch.no_grad()
 def accuracy(model: nn.Module, data: Labelled, batch_size: int = 256) -> float:
-    """Share of ``data`` that ``model`` classifies correctly (in eval mode)."""
+    """Share of ``data`` that ``model`` classifies correctly (in eval mode, on its device)."""
     was_training = model.training
     model.eval()
+    device = device_of(model)
     correct = 0
     for rows in data.lengths.argsort().split(batch_size):  # similar lengths: little padding
-        ids, lengths, labels = data.batch(rows)
+        ids, lengths, labels = data.batch(rows, device)
         correct += int((model(ids, lengths).argmax(dim=-1) == labels).sum())
     model.train(was_training)
     return correct / len(data)
@@ -111,6 +118,7 @@ def train_classifier(
     batch_size: int = 32,
     weight_decay: float = 0.01,
     seed: int = 0,
+    bf16: bool = False,
 ) -> ClassifierHistory:
     """Train the parameters of ``model`` that require a gradient; evaluate after every epoch.
 
@@ -125,6 +133,7 @@ def train_classifier(
         lr, weight_decay: AdamW settings.
         batch_size: examples per step.
         seed: seed of the batch order and of dropout.
+        bf16: the forward pass under bfloat16 autocast (``course.device.autocast``).
     """
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
@@ -138,24 +147,42 @@ def train_classifier(
     if val is not None:
         history.val_accuracy.append(accuracy(model, val))
     for epoch in range(1, (1 if steps else epochs) + 1):
-        model.train()
-        start, total, done = time.perf_counter(), torch.zeros(()), 0
-        for rows in _batches(len(train), batch_size, steps, order_gen):
-            ids, lengths, labels = train.batch(rows)
-            loss = nn.functional.cross_entropy(model(ids, lengths), labels)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            nn.utils.clip_grad_norm_(params, 1.0)
-            optimizer.step()
-            total += loss.detach()
-            done += 1
+        start = time.perf_counter()
+        batches = _batches(len(train), batch_size, steps, order_gen)
+        loss = _train_epoch(model, optimizer, (train.batch(rows) for rows in batches), bf16)
         history.seconds += time.perf_counter() - start
         history.epochs.append(epoch)
-        history.train_loss.append(float(total) / done)
+        history.train_loss.append(loss)
         if val is not None:
             history.val_accuracy.append(accuracy(model, val))
     model.eval()
     return history
+
+
+def _train_epoch(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batches: Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+    bf16: bool,
+) -> float:
+    """One pass of :func:`train_classifier` over ``batches`` (each moved to the model's device);
+    the mean loss."""
+    model.train()
+    device = device_of(model)
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    total, done = torch.zeros((), device=device), 0
+    for batch in batches:
+        ids, lengths, labels = (t.to(device) for t in batch)
+        with autocast(device, bf16):
+            logits = model(ids, lengths)  # (b, n_classes)
+        loss = nn.functional.cross_entropy(logits.float(), labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        total += loss.detach()
+        done += 1
+    return float(total) / done
 
 
 def _batches(

@@ -100,10 +100,11 @@ class SurpriseReader(nn.Module):
         """src (B, L) right-padded ids, lengths (B,) -> (B, 3): mean and two lowest surprises."""
         with torch.no_grad():
             self.lm.eval()  # no dropout in a frozen reader
-            log_p = self.lm(src, self.causal_mask(src.size(1))).log_softmax(-1)  # (B, L, V)
+            mask = self.causal_mask(src.size(1)).to(src.device)  # (L, L)
+            log_p = self.lm(src, mask).log_softmax(-1)  # (B, L, V)
             nxt = src[:, 1:]  # (B, L - 1): the words that positions 0 .. L-2 predict
             fit = log_p[:, :-1].gather(-1, nxt.unsqueeze(-1)).squeeze(-1) - self.unigram[nxt]
-            real = torch.arange(1, src.size(1)) < lengths.unsqueeze(1)  # (B, L - 1)
+            real = torch.arange(1, src.size(1), device=src.device) < lengths.unsqueeze(1)
             count = real.sum(1).clamp(min=1)  # (B,)
             mean = fit.masked_fill(~real, 0.0).sum(1) / count
             lowest = fit.masked_fill(~real, float("inf")).sort(1).values  # (B, L - 1)

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from course.device import autocast, device_of
 from course.g_birth_places.chars import IGNORE, CharVocab
 from course.g_birth_places.checks import MASK
 
@@ -32,11 +33,6 @@ class History:
     seconds: float = 0.0
     losses: list[float] = field(default_factory=list)  # mean loss of each stretch of steps
     last_lr: float = 0.0  # the learning rate of the last step
-
-
-def _device_of(model: nn.Module) -> torch.device:
-    """Where the model's weights live (the CPU for a model without any)."""
-    return next(model.parameters(), torch.empty(0)).device
 
 
 def _mask_on(
@@ -87,10 +83,11 @@ def train_steps(
     at the lowest rate, as a run of ``steps`` does.
 
     With ``bf16``, the forward pass runs under autocast to bfloat16 (the weights, the gradients
-    and the optimizer stay float32): faster on CPUs with bfloat16 instructions and on GPUs.
+    and the optimizer stay float32): faster on CPUs with bfloat16 instructions and on GPUs
+    (``course.device.autocast``; ignored on a device without it).
     Batches are moved to the model's device (the instructor's pretraining can run on a GPU)."""
     torch.manual_seed(seed)
-    device = _device_of(model)
+    device = device_of(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
 
     start = time.perf_counter()
@@ -144,7 +141,7 @@ def train_step(
 ) -> torch.Tensor:
     """One optimizer step on ``batch`` (gradients clipped at 1); the loss, detached."""
     x, y = (t.to(device, non_blocking=True) for t in batch)
-    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+    with autocast(device, bf16):
         logits = model(x, _mask_on(causal_mask, x.size(1), device))  # (B, L, V)
     loss = nn.functional.cross_entropy(
         logits.float().flatten(0, 1), y.flatten(), ignore_index=IGNORE
@@ -169,7 +166,7 @@ def answer(
     it writes MASK (or ``max_chars``, or the block is full). Questions of one length run as one
     batch."""
     model.eval()
-    device = _device_of(model)
+    device = device_of(model)
     mask_id = vocab.stoi[MASK]
     answers = [""] * len(questions)
     by_length: dict[int, list[int]] = {}

@@ -119,21 +119,30 @@ def encode(tokenizer: Tokenizer, lines: Sequence[str]) -> torch.Tensor:
 
 
 def windows(
-    stream: torch.Tensor, block_size: int, batch_size: int, generator: torch.Generator
+    stream: torch.Tensor,
+    block_size: int,
+    batch_size: int,
+    generator: torch.Generator,
+    device: torch.device | str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """A batch of random windows: inputs (B, T) and the targets one token later (B, T)."""
+    """A batch of random windows: inputs (B, T) and the targets one token later (B, T), on
+    ``device`` (the stream's own when None). The starts are drawn on the CPU by ``generator``:
+    the same windows on every device."""
     starts = torch.randint(stream.numel() - block_size - 1, (batch_size,), generator=generator)
     rows = torch.stack([stream[s : s + block_size + 1] for s in starts.tolist()])
+    rows = rows if device is None else rows.to(device)
     return rows[:, :-1], rows[:, 1:]
 
 
 def fixed_windows(
-    stream: torch.Tensor, block_size: int, count: int
+    stream: torch.Tensor, block_size: int, count: int, device: torch.device | str | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``count`` evenly spaced windows of the stream, the same every time (for validation)."""
+    """``count`` evenly spaced windows of the stream, the same every time (for validation), on
+    ``device`` (the stream's own when None)."""
     last = stream.numel() - block_size - 1
     starts = torch.linspace(0, last, count).long().tolist()
     rows = torch.stack([stream[s : s + block_size + 1] for s in starts])
+    rows = rows if device is None else rows.to(device)
     return rows[:, :-1], rows[:, 1:]
 
 

@@ -1,0 +1,84 @@
+"""The course on Colab: every notebook starts with the cell that installs the student part where
+``course`` is missing (and does nothing where it is installed), the release carries that cell, and
+docs/colab.md links every assignment; all of it from the one address in ``tools/colab.py``."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from IPython.core.inputtransformer2 import TransformerManager
+
+from tests.conftest import REPO
+from tools import colab
+
+
+def run_install_cell(monkeypatch, course_found: bool) -> list[list[str]]:
+    """Run the install cell as IPython would; return the commands it ran."""
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args):
+        if name == "course":
+            return real(name) if course_found else None
+        return real(name, *args)
+
+    commands = []
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    monkeypatch.setattr(subprocess, "run", lambda command, check: commands.append(command))
+    code = TransformerManager().transform_cell(colab.install_cell_source())
+    assert code == colab.install_cell_source() + "\n", "the cell is plain Python, no magic"
+    exec(code, {})  # noqa: S102 - the course's own cell
+    return commands
+
+
+def test_the_install_cell_installs_only_where_the_course_is_missing(monkeypatch) -> None:
+    assert run_install_cell(monkeypatch, course_found=True) == []
+    package = f"transformers-course @ git+{colab.REPOSITORY}"
+    commands = run_install_cell(monkeypatch, course_found=False)
+    assert commands == [[sys.executable, "-m", "pip", "install", "-q", package]]
+
+
+def test_every_notebook_starts_with_the_install_cell_source_and_release() -> None:
+    assert colab.stale() == [], "run `python tools/colab.py`, then `course release`"
+    expected = colab.install_cell_source()
+    for source in colab.notebooks():
+        release = REPO / "release" / source.parent.name / source.name
+        for path in (source, release):
+            first = json.loads(path.read_text())["cells"][0]
+            assert first["cell_type"] == "code" and not first["metadata"], path
+            assert "".join(first["source"]) == expected, f"{path}: run `course release`"
+
+
+def test_the_tool_inserts_once_and_follows_the_one_address(tmp_path: Path) -> None:
+    (tmp_path / "source" / "x").mkdir(parents=True)
+    path = tmp_path / "source" / "x" / "n.ipynb"
+    markdown = {"cell_type": "markdown", "id": "cell-000", "metadata": {}, "source": ["# X"]}
+    path.write_text(json.dumps({"cells": [markdown], "metadata": {}, "nbformat": 4}))
+    assert colab.write(tmp_path, "https://github.com/a/b") == ["source/x/n.ipynb", "docs/colab.md"]
+    assert colab.stale(tmp_path, "https://github.com/a/b") == []
+    assert colab.write(tmp_path, "https://github.com/c/d") == ["source/x/n.ipynb", "docs/colab.md"]
+    cells = json.loads(path.read_text())["cells"]
+    assert len(cells) == 2 and cells[1] == markdown  # replaced, not inserted twice
+    assert "git+https://github.com/c/d" in "".join(cells[0]["source"])
+    page = (tmp_path / "docs" / "colab.md").read_text()
+    assert "https://colab.research.google.com/github/c/d/blob/main/release/x/n.ipynb" in page
+    assert "a/b" not in page
+
+
+def test_the_docs_page_links_every_assignment() -> None:
+    page = (REPO / "docs" / "colab.md").read_text()
+    for source in colab.notebooks():
+        release = f"release/{source.parent.name}/{source.name}"
+        assert colab.colab_url(release) in page
+
+
+@pytest.mark.parametrize("argv", [["--check"], []])
+def test_the_tool_reports_what_is_out_of_date(monkeypatch, capsys, argv) -> None:
+    monkeypatch.setattr(colab, "stale", lambda *a: ["docs/colab.md"])
+    monkeypatch.setattr(colab, "write", lambda *a: ["docs/colab.md"])
+    assert colab.main(argv) == (1 if argv else 0)
+    assert "docs/colab.md" in capsys.readouterr().out

@@ -1,0 +1,57 @@
+"""tools/gpu_check.py, the script a session with a GPU runs: it executes a notebook in full mode on
+the device asked for and reports the device line, the times and the printed numbers (checked here
+on the CPU, with a small notebook)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tools import gpu_check
+
+
+def small_notebook(path: Path, last: str) -> Path:
+    setup = nbformat.v4.new_code_cell(
+        "from course.device import pick_device\nfrom course.mode import is_grading\n"
+        "DEVICE = pick_device()\nFULL = not is_grading()"
+    )
+    setup.metadata["nbgrader"] = {"grade_id": "setup", "locked": True}
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        setup,
+        nbformat.v4.new_code_cell("PRETRAIN_STEPS = 15_000\nprint('no number here')"),
+        nbformat.v4.new_code_cell(last),
+    ]
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.fixture
+def full_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gpu_check's environment for this test only (monkeypatch restores it)."""
+    monkeypatch.setenv("COURSE_FAST", "1")
+    monkeypatch.setenv("COURSE_DEVICE", "mps")
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    gpu_check.full_mode_on("cpu")
+
+
+def test_a_notebook_runs_in_full_mode_on_the_device_asked(tmp_path: Path, full_mode) -> None:
+    source = small_notebook(
+        tmp_path / "n.ipynb",
+        "print(f'full mode {FULL}, steps {PRETRAIN_STEPS}')\nprint('accuracy 41.6%')",
+    )
+    (tmp_path / "out").mkdir()
+    summary = gpu_check.run_notebook(source, 1500, 120, tmp_path / "out")
+    assert summary["error"] is None
+    assert summary["device_line"] == "training on cpu: chosen by COURSE_DEVICE"
+    assert summary["numbers"] == ["full mode True, steps 1500", "accuracy 41.6%"]
+    assert len(summary["slowest_cells"]) == 3 and summary["seconds"] > 0
+    assert (tmp_path / "out" / "n.ipynb").is_file()
+
+
+def test_a_failing_notebook_is_reported(tmp_path: Path, full_mode) -> None:
+    source = small_notebook(tmp_path / "n.ipynb", "raise ValueError('out of memory')")
+    summary = gpu_check.run_notebook(source, 1500, 120, tmp_path)
+    assert "out of memory" in summary["error"]

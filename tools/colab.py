@@ -1,0 +1,174 @@
+"""The course on Colab: each notebook's install cell and the "Open in Colab" links, from one place.
+
+    python tools/colab.py            # write the first cell of every source notebook, docs/colab.md
+    python tools/colab.py --check    # exit 1 (saying what) when either is out of date
+
+The course's public repository is named ONCE, by ``REPOSITORY`` below: set it (or the environment
+variable ``COURSE_REPOSITORY`` while running this tool) when the course is published, run this
+tool, then ``course release`` so that release/ gets the new first cells.
+
+Every notebook of ``source/`` starts with a plain code cell that installs the student part of the
+course (the ``transformers-course`` distribution) when ``course`` cannot be imported: on Colab or
+in a fresh Python. In a prepared environment (``make setup``, a JupyterHub image, nbgrader's
+grading) the package is there and the cell does nothing. The data and the checkpoints come with
+that install (they are package data of ``course``). The cell is plain Python, pip run by the
+kernel's own interpreter as ``%pip`` would: no magic line that the course's tools (the tampering
+scan, the direct runs) would have to strip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+REPOSITORY = os.environ.get("COURSE_REPOSITORY", "https://github.com/OWNER/REPO")
+BRANCH = "main"
+DISTRIBUTION = "transformers-course"
+MARKER = "# Colab, or a Python without the course: install its student part"
+CELL_ID = "colab-install"
+DOCS = REPO / "docs" / "colab.md"
+
+
+def install_cell_source(repository: str = REPOSITORY) -> str:
+    """The first cell of every notebook: install the student part unless it is importable."""
+    return (
+        f"{MARKER} (once; nothing happens\n"
+        "# where the course is installed: `make setup`, a JupyterHub, grading).\n"
+        "import importlib.util\n"
+        "import subprocess\n"
+        "import sys\n"
+        "\n"
+        'if importlib.util.find_spec("course") is None:\n'
+        f'    package = "{DISTRIBUTION} @ git+{repository}"\n'
+        '    subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)\n'
+        "    importlib.invalidate_caches()  # the new package importable in this kernel"
+    )
+
+
+def _as_lines(text: str) -> list[str]:
+    """A cell's source as nbformat stores it: lines with their newlines."""
+    return text.splitlines(keepends=True)
+
+
+def with_install_cell(notebook: dict, repository: str = REPOSITORY) -> dict:
+    """``notebook`` whose first cell is the install cell (replaced if there, inserted if not)."""
+    cell = {
+        "cell_type": "code",
+        "execution_count": None,
+        "id": CELL_ID,
+        "metadata": {},
+        "outputs": [],
+        "source": _as_lines(install_cell_source(repository)),
+    }
+    cells = notebook["cells"]
+    if cells and "".join(cells[0]["source"]).startswith(MARKER):
+        cell["id"] = cells[0].get("id", CELL_ID)
+        cells[0] = cell
+    else:
+        cells.insert(0, cell)
+    return notebook
+
+
+def notebooks(root: Path = REPO) -> list[Path]:
+    """The instructor's notebooks, by assignment."""
+    return sorted((root / "source").glob("*/*.ipynb"))
+
+
+def colab_url(release_path: str, repository: str = REPOSITORY, branch: str = BRANCH) -> str:
+    """Colab's address of a notebook of the repository on GitHub."""
+    owner_repo = repository.removeprefix("https://github.com/").removesuffix(".git")
+    return f"https://colab.research.google.com/github/{owner_repo}/blob/{branch}/{release_path}"
+
+
+def docs_page(root: Path = REPO, repository: str = REPOSITORY) -> str:
+    """docs/colab.md: the Open-in-Colab link of every assignment, and what the first cell does."""
+    rows = []
+    for path in notebooks(root):
+        release = f"release/{path.parent.name}/{path.name}"
+        badge = "https://colab.research.google.com/assets/colab-badge.svg"
+        link = f"[![Open In Colab]({badge})]({colab_url(release, repository)})"
+        rows.append(f"| {path.parent.name} | `{release}` | {link} |")
+    return PAGE.format(
+        branch=BRANCH,
+        repository=repository,
+        distribution=DISTRIBUTION,
+        rows="\n".join(rows),
+    )
+
+
+PAGE = """# The course on Colab
+
+Each assignment opens in Google Colab from its link below: the student notebook of `release/`,
+branch `{branch}` of {repository}.
+
+Its first cell installs the student part of the course when `course` cannot be imported:
+`pip install "{distribution} @ git+{repository}"`, the `course` package with its
+data and the pretrained checkpoints. Where the course is installed (`make setup`, a JupyterHub,
+grading) the cell does nothing. Run it first, then the notebook as usual. The notebooks that
+train (D, E, G and H) use Colab's GPU when the runtime has one (Runtime > Change runtime type)
+and print which device they train on.
+
+On Colab your work lives in the browser session: save a copy to your Drive (File > Save a copy
+in Drive), or download the notebook, before you close it.
+
+| assignment | notebook | open |
+|---|---|---|
+{rows}
+
+The repository's address is set in one place, `REPOSITORY` in `tools/colab.py`:
+`python tools/colab.py` rewrites the notebooks' first cells and this page from it, and
+`course release` then carries the cells to `release/`.
+"""
+
+
+def _read(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def _write(path: Path, notebook: dict) -> None:
+    """Write a notebook as nbformat does (one-space indent, a final newline)."""
+    path.write_text(json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def stale(root: Path = REPO, repository: str = REPOSITORY) -> list[str]:
+    """What ``python tools/colab.py`` would change: notebooks and docs/colab.md."""
+    out = []
+    for path in notebooks(root):
+        notebook = _read(path)
+        if with_install_cell(json.loads(json.dumps(notebook)), repository) != notebook:
+            out.append(str(path.relative_to(root)))
+    docs = root / "docs" / "colab.md"
+    if not docs.is_file() or docs.read_text() != docs_page(root, repository):
+        out.append(str(docs.relative_to(root)))
+    return out
+
+
+def write(root: Path = REPO, repository: str = REPOSITORY) -> list[str]:
+    """Bring the notebooks' first cells and docs/colab.md up to date; return what changed."""
+    changed = stale(root, repository)
+    for path in notebooks(root):
+        _write(path, with_install_cell(_read(path), repository))
+    (root / "docs").mkdir(exist_ok=True)
+    (root / "docs" / "colab.md").write_text(docs_page(root, repository))
+    return changed
+
+
+def main(argv: list[str]) -> int:
+    if argv not in ([], ["--check"]):
+        print("usage: python tools/colab.py [--check]", file=sys.stderr)
+        return 2
+    if argv == ["--check"]:
+        out = stale()
+        for path in out:
+            print(f"{path} is out of date: run `python tools/colab.py`, then `course release`")
+        return 1 if out else 0
+    for path in write():
+        print(f"updated {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -94,15 +94,20 @@ def docs_page(root: Path = REPO, repository: str = REPOSITORY) -> str:
     return PAGE.format(
         branch=BRANCH,
         repository=repository,
+        unpublished=UNPUBLISHED if "OWNER/REPO" in repository else "",
         distribution=DISTRIBUTION,
         rows="\n".join(rows),
     )
 
 
+UNPUBLISHED = """ The course has no public address yet (OWNER/REPO stands for it): whoever
+publishes it sets `REPOSITORY` in `tools/colab.py` and runs `python tools/colab.py`, which
+writes this page and every notebook's first cell again; until then these links open nothing."""
+
 PAGE = """# The course on Colab
 
 Each assignment opens in Google Colab from its link below: the student notebook of `release/`,
-branch `{branch}` of {repository}.
+branch `{branch}` of {repository}.{unpublished}
 
 Its first cell installs the student part of the course when `course` cannot be imported:
 `pip install "{distribution} @ git+{repository}"`, the `course` package with its

@@ -25,7 +25,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from course.probing import integer, returned
-from course.testcells import check, check_against_reference, check_close, expected_got
+from course.testcells import (
+    check,
+    check_against_reference,
+    check_close,
+    expected_got,
+    fail,
+    randomise_parameters,
+)
 
 # ---------------------------------------------------------------- the mistakes, named
 NO_MASK = (
@@ -48,6 +55,10 @@ NORM_STREAM = (
     "the residual stream itself is normalised (x = ln1(x) + attn(ln1(x))). Only the branch's "
     "input is normalised; the stream adds the branch to the unnormalised x."
 )
+LN1_TWICE = (
+    "the MLP's branch is normalised with ln1 (x + mlp(ln1(x))); each branch has its own "
+    "LayerNorm: x = x + attn(ln1(x)), then x = x + mlp(ln2(x))."
+)
 RELU = "the MLP uses ReLU; GPT's MLP uses GELU (nn.GELU())."
 GELU_TANH = (
     "the MLP uses GELU's tanh approximation; use the exact GELU, nn.GELU() (approximate='none')."
@@ -57,6 +68,18 @@ EMB_SCALED = (
     "the token embedding is multiplied by sqrt(d_model) (D's habit); GPT adds the token and "
     "position embeddings as they are."
 )
+NO_INIT = (
+    "the weights keep PyTorch's default initialisation (nn.Embedding draws from N(0, 1), "
+    "nn.Linear uniformly in +-1/sqrt(fan-in)). GPT-2's: every nn.Linear and nn.Embedding "
+    "weight from N(0, 0.02^2), every bias 0, in GPT.__init__."
+)
+NO_RESIDUAL_SCALING = (
+    "the last projection of each residual branch (attn.proj and the MLP's second Linear) has "
+    "std 0.02 like the other weights. GPT-2 scales it down to 0.02 / sqrt(2 * nlayers): each "
+    "of the 2 * nlayers branches adds to the residual stream, whose variance would grow with "
+    "depth."
+)
+BIAS_NOT_ZERO = "a bias is not 0 after initialisation: GPT-2 starts every bias at 0."
 LOSS_SHIFTED = (
     "the loss shifts the targets inside the model (logits[:, :-1] against targets[:, 1:]). The "
     "data step already shifted them: compare the logits at every position with targets at the "
@@ -93,9 +116,10 @@ def attention_cases(seed: int, hidden: bool) -> list[dict]:
 
 
 def gpt_cases(seed: int, hidden: bool) -> list[dict]:
-    """Sizes, module seed, token ids and targets of each GPT checked (nlayers 0 and more)."""
+    """Sizes, module seed, token ids and targets of each GPT checked (nlayers 0 and more, and
+    one wide GPT whose initial spreads are measured precisely)."""
     gen = torch.Generator().manual_seed(seed if hidden else 3)
-    sizes = [(11, 8, 2, 0, 6), (13, 8, 2, 2, 6)]
+    sizes = [(11, 8, 2, 0, 6), (13, 8, 2, 2, 6), (64, 32, 2, 2, 16)]
     if hidden:
         sizes = []
         for nlayers in (0, integer(gen, 1, 4)):
@@ -109,6 +133,10 @@ def gpt_cases(seed: int, hidden: bool) -> list[dict]:
                     integer(gen, 4, 11),
                 )
             )
+        # wide enough (D * D >= 1024) for the initial spreads to tell 0.02 from the scaled std
+        nhead = integer(gen, 1, 5)
+        width = nhead * -(-integer(gen, 32, 49) // nhead)
+        sizes.append((integer(gen, 40, 101), width, nhead, integer(gen, 1, 4), integer(gen, 8, 17)))
     cases = []
     for vocab, d, nhead, nlayers, block in sizes:
         length = integer(gen, 2, block + 1) if hidden else block - 1
@@ -174,6 +202,7 @@ def observe_attention(cls: Callable[..., nn.Module], case: dict) -> dict:
     """Build ``cls(d_model, nhead, block_size, dropout)`` under the case's seed; observe it."""
     torch.manual_seed(case["seed"])
     module = cls(case["d_model"], case["nhead"], case["block_size"], case["dropout"])
+    randomise_parameters(module, case["seed"])
     got: dict = {
         "facts": {
             "qkv": _linear_facts(module, "qkv"),
@@ -193,6 +222,7 @@ def observe_block(cls: Callable[..., nn.Module], case: dict) -> dict:
     """Build ``cls(d_model, nhead, block_size, dropout)``; observe it and its attention."""
     torch.manual_seed(case["seed"])
     module = cls(case["d_model"], case["nhead"], case["block_size"], case["dropout"])
+    randomise_parameters(module, case["seed"])  # ln1 and ln2 differ, as every bias
     mlp = getattr(module, "mlp", None)
     got: dict = {
         "facts": {
@@ -218,7 +248,10 @@ def observe_gpt(cls: Callable[..., nn.Module], case: dict) -> dict:
     model = cls(*(case[k] for k in keys))
     head, emb = getattr(model, "head", None), getattr(model, "tok_emb", None)
     pos = getattr(model, "pos_emb", None)
+    spreads = initial_spreads(model)  # before the values are replaced
+    randomise_parameters(model, case["seed"])
     got: dict = {
+        "spreads": spreads,
         "facts": {
             "tied": head is not None and emb is not None and head.weight is emb.weight,
             "head_bias": getattr(head, "bias", None) is not None,
@@ -237,19 +270,27 @@ def observe_gpt(cls: Callable[..., nn.Module], case: dict) -> dict:
     return got
 
 
+def initial_spreads(model: nn.Module) -> dict[str, dict]:
+    """Each parameter's size, root mean square and largest magnitude, as initialised."""
+    spreads = {}
+    for name, parameter in model.named_parameters():  # a tied tensor once
+        values = parameter.detach().double()
+        spreads[name] = {
+            "numel": values.numel(),
+            "rms": float(values.square().mean().sqrt()) if values.numel() else 0.0,
+            "max": float(values.abs().max()) if values.numel() else 0.0,
+        }
+    return spreads
+
+
 # ---------------------------------------------------------------- what the modules should give
-def split(t: torch.Tensor, nhead: int) -> torch.Tensor:
-    """(B, T, D) -> (B, nhead, T, D / nhead)."""
-    b, length, width = t.shape
-    return t.view(b, length, nhead, width // nhead).transpose(1, 2)
-
-
 def attention_from(
     weights: dict, x: torch.Tensor, nhead: int, causal: bool = True, scale: float | None = None
 ) -> torch.Tensor:
     """Causal self-attention with the given qkv and proj weights, by PyTorch's SDPA."""
-    q, k, v = F.linear(x, weights["qkv.weight"], weights["qkv.bias"]).chunk(3, dim=-1)
-    q, k, v = (split(t, nhead) for t in (q, k, v))
+    b, length, width = x.shape
+    qkv = F.linear(x, weights["qkv.weight"], weights["qkv.bias"])
+    q, k, v = qkv.view(b, length, 3, nhead, width // nhead).permute(2, 0, 3, 1, 4)
     heads = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
     merged = heads.transpose(1, 2).reshape(x.shape)
     return F.linear(merged, weights["proj.weight"], weights["proj.bias"])
@@ -380,6 +421,7 @@ def judge_block(got: object, case: dict) -> None:
         mistakes = {
             POST_NORM: _norm(weights, "ln2", post + _mlp(weights, post, F.gelu)),
             NORM_STREAM: stream + _mlp(weights, stream, F.gelu),
+            LN1_TWICE: h + _mlp(weights, _norm(weights, "ln1", h), F.gelu),
             RELU: h + _mlp(weights, _norm(weights, "ln2", h), F.relu),
             GELU_TANH: h
             + _mlp(weights, _norm(weights, "ln2", h), lambda t: F.gelu(t, approximate="tanh")),
@@ -449,6 +491,56 @@ def judge_gpt(got: object, case: dict) -> None:
     check_against_reference(
         loss, flat, f"{name}: the loss", {LOSS_SHIFTED: shifted}, atol=1e-5, rtol=1e-4
     )
+    judge_initialisation(got["spreads"], case)
+
+
+GPT2_STD = 0.02
+RESIDUAL_PROJECTIONS = (".attn.proj.weight", ".mlp.2.weight")
+
+
+def expected_spread(name: str, nlayers: int) -> float | None:
+    """GPT-2's std for the parameter ``name`` of a GPT (0 for a bias; None: not judged)."""
+    if name.endswith(".bias"):
+        return 0.0
+    if name.startswith("blocks.") and name.endswith(RESIDUAL_PROJECTIONS):
+        return GPT2_STD / math.sqrt(2 * nlayers)
+    if name in ("tok_emb.weight", "pos_emb.weight", "head.weight") or name.endswith(
+        (".attn.qkv.weight", ".mlp.0.weight")
+    ):
+        return GPT2_STD
+    return None
+
+
+def _near(rms: float, std: float, numel: int) -> bool:
+    """Whether a sample of ``numel`` values of rms ``rms`` may come from N(0, std^2)."""
+    return abs(rms - std) <= 5 * std / math.sqrt(2 * numel)  # five standard errors
+
+
+def judge_initialisation(spreads: dict, case: dict) -> None:
+    """GPT-2's initialisation, from the spread of each parameter as GPT.__init__ left it."""
+    nlayers = case["nlayers"]
+    for name, spread in spreads.items():
+        std = expected_spread(name, nlayers)
+        if std is None:
+            continue
+        if std == 0.0:
+            check(
+                spread["max"] == 0.0,
+                f"{name}: {BIAS_NOT_ZERO} (its largest value: {spread['max']:.3g})",
+            )
+            continue
+        rms, numel = spread["rms"], spread["numel"]
+        if _near(rms, std, numel):
+            continue
+        said = f"GPT(nlayers={nlayers}).{name} starts with std {rms:.4f}, not {std:.4f}"
+        if std != GPT2_STD and _near(rms, GPT2_STD, numel):
+            fail(f"{said}: {NO_RESIDUAL_SCALING}")
+        if rms > 3 * GPT2_STD:
+            fail(f"{said}: {NO_INIT}")
+        fail(
+            f"{said}. GPT-2's initialisation: N(0, 0.02^2) for every nn.Linear and nn.Embedding "
+            "weight, 0.02 / sqrt(2 * nlayers) for attn.proj and the MLP's second Linear."
+        )
 
 
 def _shape(value: object) -> object:

@@ -9,10 +9,10 @@ student's module holds, with PyTorch's own operations (``F.scaled_dot_product_at
 
 Each module is judged on its own: the block's check feeds the student's own attention output
 into the expected computation, and the GPT's values are checked with no block (``nlayers=0``),
-so one mistake costs the tests of one exercise.
-
-The checks of the training recipe (parameter groups, schedule, sampling) and of the byte-pair
-merges are in :mod:`course.h_own_gpt.recipe_checks`.
+so one mistake costs the tests of one exercise. Every parameter gets its own random values
+first (``ln1`` equals ``ln2`` at initialisation); the GPT's initial spreads are read before, for
+:mod:`course.h_own_gpt.init_checks`. The recipe, the training step and the tokens: the modules
+``recipe_checks``, ``step_checks`` and ``token_checks``.
 """
 
 from __future__ import annotations
@@ -24,13 +24,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course.h_own_gpt.init_checks import (  # noqa: F401 - the messages, re-exported
+    BIAS_NOT_ZERO,
+    NO_INIT,
+    NO_RESIDUAL_SCALING,
+    initial_spreads,
+    judge_initialisation,
+)
 from course.probing import integer, returned
 from course.testcells import (
     check,
     check_against_reference,
     check_close,
     expected_got,
-    fail,
     randomise_parameters,
 )
 
@@ -68,18 +74,6 @@ EMB_SCALED = (
     "the token embedding is multiplied by sqrt(d_model) (D's habit); GPT adds the token and "
     "position embeddings as they are."
 )
-NO_INIT = (
-    "the weights keep PyTorch's default initialisation (nn.Embedding draws from N(0, 1), "
-    "nn.Linear uniformly in +-1/sqrt(fan-in)). GPT-2's: every nn.Linear and nn.Embedding "
-    "weight from N(0, 0.02^2), every bias 0, in GPT.__init__."
-)
-NO_RESIDUAL_SCALING = (
-    "the last projection of each residual branch (attn.proj and the MLP's second Linear) has "
-    "std 0.02 like the other weights. GPT-2 scales it down to 0.02 / sqrt(2 * nlayers): each "
-    "of the 2 * nlayers branches adds to the residual stream, whose variance would grow with "
-    "depth."
-)
-BIAS_NOT_ZERO = "a bias is not 0 after initialisation: GPT-2 starts every bias at 0."
 LOSS_SHIFTED = (
     "the loss shifts the targets inside the model (logits[:, :-1] against targets[:, 1:]). The "
     "data step already shifted them: compare the logits at every position with targets at the "
@@ -268,19 +262,6 @@ def observe_gpt(cls: Callable[..., nn.Module], case: dict) -> dict:
         got["logits"], got["loss"] = model(idx, targets)
         _, got["loss_none"] = model(idx)
     return got
-
-
-def initial_spreads(model: nn.Module) -> dict[str, dict]:
-    """Each parameter's size, root mean square and largest magnitude, as initialised."""
-    spreads = {}
-    for name, parameter in model.named_parameters():  # a tied tensor once
-        values = parameter.detach().double()
-        spreads[name] = {
-            "numel": values.numel(),
-            "rms": float(values.square().mean().sqrt()) if values.numel() else 0.0,
-            "max": float(values.abs().max()) if values.numel() else 0.0,
-        }
-    return spreads
 
 
 # ---------------------------------------------------------------- what the modules should give
@@ -492,55 +473,6 @@ def judge_gpt(got: object, case: dict) -> None:
         loss, flat, f"{name}: the loss", {LOSS_SHIFTED: shifted}, atol=1e-5, rtol=1e-4
     )
     judge_initialisation(got["spreads"], case)
-
-
-GPT2_STD = 0.02
-RESIDUAL_PROJECTIONS = (".attn.proj.weight", ".mlp.2.weight")
-
-
-def expected_spread(name: str, nlayers: int) -> float | None:
-    """GPT-2's std for the parameter ``name`` of a GPT (0 for a bias; None: not judged)."""
-    if name.endswith(".bias"):
-        return 0.0
-    if name.startswith("blocks.") and name.endswith(RESIDUAL_PROJECTIONS):
-        return GPT2_STD / math.sqrt(2 * nlayers)
-    if name in ("tok_emb.weight", "pos_emb.weight", "head.weight") or name.endswith(
-        (".attn.qkv.weight", ".mlp.0.weight")
-    ):
-        return GPT2_STD
-    return None
-
-
-def _near(rms: float, std: float, numel: int) -> bool:
-    """Whether a sample of ``numel`` values of rms ``rms`` may come from N(0, std^2)."""
-    return abs(rms - std) <= 5 * std / math.sqrt(2 * numel)  # five standard errors
-
-
-def judge_initialisation(spreads: dict, case: dict) -> None:
-    """GPT-2's initialisation, from the spread of each parameter as GPT.__init__ left it."""
-    nlayers = case["nlayers"]
-    for name, spread in spreads.items():
-        std = expected_spread(name, nlayers)
-        if std is None:
-            continue
-        if std == 0.0:
-            check(
-                spread["max"] == 0.0,
-                f"{name}: {BIAS_NOT_ZERO} (its largest value: {spread['max']:.3g})",
-            )
-            continue
-        rms, numel = spread["rms"], spread["numel"]
-        if _near(rms, std, numel):
-            continue
-        said = f"GPT(nlayers={nlayers}).{name} starts with std {rms:.4f}, not {std:.4f}"
-        if std != GPT2_STD and _near(rms, GPT2_STD, numel):
-            fail(f"{said}: {NO_RESIDUAL_SCALING}")
-        if rms > 3 * GPT2_STD:
-            fail(f"{said}: {NO_INIT}")
-        fail(
-            f"{said}. GPT-2's initialisation: N(0, 0.02^2) for every nn.Linear and nn.Embedding "
-            "weight, 0.02 / sqrt(2 * nlayers) for attn.proj and the MLP's second Linear."
-        )
 
 
 def _shape(value: object) -> object:

@@ -184,3 +184,22 @@ def passed(what: str) -> None:
     """Print a short confirmation after a test cell's checks all pass."""
     guard()
     print(f"OK: {what}")
+
+
+def randomise_parameters(module: torch.nn.Module, seed: int) -> torch.nn.Module:
+    """Give every parameter of ``module`` its own random values, drawn from ``seed``; return it.
+
+    A check that compares a module with the expected computation on its weights calls this
+    first: at initialisation two LayerNorms (or two biases) hold the same values, so a module
+    that uses one in place of the other would pass. Matrices get values uniform in
+    ``±1/sqrt(fan-in)``, vectors (biases, LayerNorm's gains and shifts) uniform in ``±1``; a
+    shared (tied) tensor is drawn once.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in module.parameters():  # each tensor once, tied ones included
+            values = torch.rand(parameter.shape, generator=gen, dtype=torch.float64) * 2 - 1
+            if parameter.dim() >= 2:
+                values = values / math.sqrt(parameter.shape[-1])
+            parameter.copy_(values.to(parameter.dtype))
+    return module

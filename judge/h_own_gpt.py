@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from course.h_own_gpt import checks, recipe_checks, token_checks
+from course.h_own_gpt import checks, recipe_checks, step_checks, token_checks
 from course.testcells import check
 
 LR_MISTAKES = ("WARMUP_FROM_ZERO", "COSINE_TO_ZERO", "PROGRESS_FROM_START", "NO_FLOOR")
@@ -154,6 +154,14 @@ def lr_hidden(seed: int, got: object) -> None:
         recipe_checks.lr_cases(seed),
         lambda value, case: recipe_checks.judge_lr(value, case, schedule, LR_MISTAKES),
     )
+
+
+def step_visible(seed: int, got: object) -> None:
+    _each(got, [step_checks.STEP_VISIBLE], step_checks.judge_train_step)
+
+
+def step_hidden(seed: int, got: object) -> None:
+    _each(got, step_checks.step_cases(seed), step_checks.judge_train_step)
 
 
 def sample_visible(seed: int, got: object) -> None:

@@ -269,8 +269,8 @@ def test_h_training_and_writing_follow_the_model() -> None:
         "own_gpt",
         {
             "causal_mask", "PositionalEncoding", "TransformerLM", "DModel", "CausalSelfAttention",
-            "Block", "GPT", "optimizer_groups", "lr_at", "sample_next", "train", "evaluate",
-            "generate",
+            "Block", "GPT", "optimizer_groups", "lr_at", "train_step", "sample_next", "train",
+            "evaluate", "generate",
         },
     )  # fmt: skip
     stream = torch.randint(0, 20, (200,), generator=torch.Generator().manual_seed(2))

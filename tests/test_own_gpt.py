@@ -10,7 +10,14 @@ import pytest
 import torch
 
 from course import verify
-from course.h_own_gpt import checks, experiment, probe, recipe_checks, token_checks
+from course.h_own_gpt import (
+    checks,
+    experiment,
+    probe,
+    recipe_checks,
+    step_checks,
+    token_checks,
+)
 from judge import core
 from judge import h_own_gpt as judge
 from tests.conftest import REPO
@@ -62,7 +69,7 @@ def test_the_reference_passes_every_item(seed: int) -> None:
 def test_the_notebooks_test_cells_pass_on_the_reference() -> None:
     ns = reference()
     exec(
-        "from course.h_own_gpt import checks, recipe_checks, token_checks\n"
+        "from course.h_own_gpt import checks, recipe_checks, step_checks, token_checks\n"
         "from course.testcells import passed\n",
         ns,
     )
@@ -109,6 +116,43 @@ PRE_NORM = "x = x + self.attn(self.ln1(x))\n        return x + self.mlp(self.ln2
 NORMED_STREAM = "x = self.ln1(x)\n        x = x + self.attn(x)\n        x = self.ln2(x)\n" + (
     "        return x + self.mlp(x)"
 )
+LN1_TWICE = "x = x + self.attn(self.ln1(x))\n        return x + self.mlp(self.ln1(x))"
+GPT_INIT = """
+_GPT = GPT
+class GPT(_GPT):
+    def __init__(self, vocab_size, d_model, nhead, nlayers, block_size, dropout=0.0):
+        super().__init__(vocab_size, d_model, nhead, nlayers, block_size, dropout)
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, std={STD})
+            if isinstance(module, nn.Linear) and module.bias is not None:
+                nn.init.{BIAS}(module.bias)
+"""
+STEP = """
+def train_step(model, optimizer, x, y, step, lr_schedule, grad_clip=1.0):
+    {LR}
+    {ZERO}
+    _, loss = model(x, y)
+    loss.backward()
+    {CLIP}
+    optimizer.step()
+    {AFTER}
+    return {RETURN}
+"""
+STEP_PARTS = {
+    "LR": "for g in optimizer.param_groups: g['lr'] = lr_schedule(step)",
+    "ZERO": "optimizer.zero_grad(set_to_none=True)",
+    "CLIP": "if grad_clip is not None: "
+    "torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)",
+    "AFTER": "pass",
+    "RETURN": "loss.item()",
+}
+
+
+def step_code(**changes: str) -> str:
+    return STEP.format(**(STEP_PARTS | changes))
+
+
 GPT_SCALED = """
 _GPT = GPT
 class GPT(_GPT):
@@ -162,7 +206,37 @@ MISTAKES = [
      {"test_block_visible", "test_block_hidden"}, checks.RELU),
     ("block_normed_stream", BLOCK.format(ACT="nn.GELU()", FORWARD=NORMED_STREAM),
      {"test_block_visible", "test_block_hidden"}, checks.NORM_STREAM),
+    ("block_ln1_twice", BLOCK.format(ACT="nn.GELU()", FORWARD=LN1_TWICE),
+     {"test_block_visible", "test_block_hidden"}, checks.LN1_TWICE),
     ("gpt_scaled", GPT_SCALED, {"test_gpt_visible", "test_gpt_hidden"}, checks.EMB_SCALED),
+    ("gpt_init_unscaled", GPT_INIT.format(STD="0.02", BIAS="zeros_"),
+     {"test_gpt_visible", "test_gpt_hidden"}, checks.NO_RESIDUAL_SCALING),
+    ("gpt_init_default", "_GPT = GPT\nclass GPT(_GPT):\n    def __init__(self, *a):\n"
+     "        super().__init__(*a)\n        torch.manual_seed(0)\n"
+     "        for m in self.modules():\n            if hasattr(m, 'reset_parameters'):\n"
+     "                m.reset_parameters()\n",
+     {"test_gpt_visible", "test_gpt_hidden"}, checks.NO_INIT),
+    ("gpt_init_bias", GPT_INIT.format(STD="0.02", BIAS="ones_"),
+     {"test_gpt_visible", "test_gpt_hidden"}, checks.BIAS_NOT_ZERO),
+    ("step_lr_not_set", step_code(LR="pass"), {"test_step_visible", "test_step_hidden"},
+     step_checks.LR_NOT_SET),
+    ("step_lr_one_group", step_code(LR="optimizer.param_groups[0]['lr'] = lr_schedule(step)"),
+     {"test_step_visible", "test_step_hidden"}, step_checks.LR_ONE_GROUP),
+    ("step_no_zero_grad", step_code(ZERO="pass"), {"test_step_visible", "test_step_hidden"},
+     step_checks.NO_ZERO_GRAD),
+    ("step_zero_in_place", step_code(ZERO="optimizer.zero_grad(set_to_none=False)"),
+     {"test_step_visible", "test_step_hidden"}, step_checks.ZERO_NOT_NONE),
+    ("step_zero_after_backward", step_code(ZERO="pass", CLIP="optimizer.zero_grad()"),
+     {"test_step_visible", "test_step_hidden"}, step_checks.ZEROED_AFTER_BACKWARD),
+    ("step_clip_after", step_code(CLIP="pass", AFTER=STEP_PARTS["CLIP"]),
+     {"test_step_visible", "test_step_hidden"}, step_checks.CLIP_AFTER_STEP),
+    ("step_no_clip", step_code(CLIP="pass"), {"test_step_visible", "test_step_hidden"},
+     step_checks.NO_CLIP),
+    ("step_clip_by_value",
+     step_code(CLIP="torch.nn.utils.clip_grad_value_(model.parameters(), grad_clip or 1e9)"),
+     {"test_step_visible", "test_step_hidden"}, step_checks.CLIP_BY_VALUE),
+    ("step_returns_tensor", step_code(RETURN="loss.detach()"),
+     {"test_step_visible", "test_step_hidden"}, step_checks.RETURNS_TENSOR),
     ("groups_all", GROUPS.format(RULE="True"), {"test_groups_visible", "test_groups_hidden"},
      recipe_checks.ALL_DECAY),
     ("groups_embeddings", GROUPS.format(RULE="p.dim() >= 2 and 'emb' not in n"),
@@ -285,7 +359,7 @@ def test_the_compared_models_have_the_same_parameter_count() -> None:
 def test_gpt2_init_brings_the_first_loss_near_log_v() -> None:
     ns = reference()
     torch.manual_seed(0)
-    model = experiment.gpt2_init(ns["GPT"](100, 32, 4, 2, 16))
+    model = ns["GPT"](100, 32, 4, 2, 16)
     idx = torch.randint(100, (4, 16))
     _, loss = model(idx, idx)
     assert abs(loss.item() - math.log(100)) < 0.5  # N(0, 1) embeddings: about 6 above

@@ -14,6 +14,7 @@ from course.b_attention.attention_checks import (
     RESIDUAL_AFTER_NORM,
 )
 from course.b_attention.projection_checks import (
+    RANDOM_VALUES,
     diagnose_projection_facts,
     linear_facts,
     projection_facts,
@@ -24,6 +25,7 @@ from course.testcells import (
     check_tensor,
     expected_got,
     fail,
+    randomise_parameters,
 )
 
 
@@ -75,8 +77,11 @@ def diagnose_layer_norm_result(got: object, x: torch.Tensor, eps: float = 1e-5) 
 
 # ---------------------------------------------------------------- the Transformer layer
 def diagnose_layer_parts(layer: nn.Module, d_model: int, d_ff: int) -> None:
-    """The submodules the tests copy weights through: self_attn, linear1/2, norm1/2."""
+    """The submodules the tests copy weights through: self_attn, linear1/2, norm1/2; then every
+    parameter gets its own random values (norm1 and norm2 are equal at initialisation, so a
+    layer that used one for the other would pass a comparison made with those)."""
     diagnose_layer_facts(layer_facts(layer), d_model, d_ff)
+    randomise_parameters(layer, RANDOM_VALUES)
 
 
 def layer_facts(layer: nn.Module) -> dict[str, object]:

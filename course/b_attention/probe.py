@@ -16,6 +16,7 @@ from torch import nn
 
 from course.b_attention.checks import (
     PROJECTIONS,
+    RANDOM_VALUES,
     layer_facts,
     output_projection_outputs,
     parameter_gradients,
@@ -38,6 +39,7 @@ from course.b_attention.draws import (
     one_head_input,
 )
 from course.probing import attempt, by_cell, draw, error_of, future_hidden, seed_of
+from course.testcells import randomise_parameters
 from course.verify import student
 
 LAYER_WEIGHTS = tuple(f"self_attn.{p}" for p in PROJECTIONS) + (
@@ -67,9 +69,13 @@ def _weights(module: nn.Module, parts: tuple[str, ...]) -> dict[str, object]:
     return found
 
 
-def _after_facts(facts: dict, rest: Callable[[], dict]) -> dict:
-    """``facts`` and what ``rest`` observes; if ``rest`` raises, the error after the facts
-    (the test cells check the module's parts before they call it)."""
+def _after_facts(facts: dict, rest: Callable[[], dict], module: nn.Module | None) -> dict:
+    """``facts`` and what ``rest`` observes once the module's parameters got their own random
+    values (as the test cells' checks of the parts give them); if ``rest`` raises, the error
+    after the facts (the test cells check the module's parts before they call it). ``None``:
+    the caller gave them already."""
+    if module is not None:
+        randomise_parameters(module, RANDOM_VALUES)
     try:
         return {"facts": facts, **rest()}
     except Exception as error:  # noqa: BLE001 - a student's error is an observation
@@ -166,7 +172,7 @@ def mhsa_visible(ns: dict, seed: int) -> object:
             out = module(x.clone())
         return {"probes": probes, "weights": _weights(module, PROJECTIONS), "out": out}
 
-    return _after_facts(projection_facts(module), rest)
+    return _after_facts(projection_facts(module), rest, module)
 
 
 def mhsa_hidden(ns: dict, seed: int) -> object:
@@ -186,7 +192,7 @@ def mhsa_hidden(ns: dict, seed: int) -> object:
             weights = _weights(module, PROJECTIONS)
             return {"probes": probes, "weights": weights, "outs": outs, "causal": [changed, again]}
 
-        cases.append(_after_facts(projection_facts(module), rest))
+        cases.append(_after_facts(projection_facts(module), rest, module))
     torch.manual_seed(seed_of(seed, "mhsa_hidden gradients"))
     module = attention(12, 3)
     x, upstream = gradient_inputs(
@@ -242,7 +248,7 @@ def layer_visible(ns: dict, seed: int) -> object:
     for norm_first in (False, True):
         torch.manual_seed(2)
         module = layer(8, 2, 16, norm_first=norm_first).eval()
-        observed.append(_after_facts(layer_facts(module), _layer(module, x, None)))
+        observed.append(_after_facts(layer_facts(module), _layer(module, x, None), module))
     return observed
 
 
@@ -255,12 +261,13 @@ def layer_hidden(ns: dict, seed: int) -> object:
             case["d_model"], case["nhead"], case["d_ff"], norm_first=case["norm_first"]
         ).eval()
         facts = layer_facts(module)
+        randomise_parameters(module, RANDOM_VALUES)  # as diagnose_layer_parts, then the noise
         noise = draw(seed, "layer_hidden noise", trial)
         with torch.no_grad():  # random LayerNorm scales and shifts too
             for parameter in module.parameters():
                 parameter.add_(0.3 * torch.randn(parameter.shape, generator=noise))
         masks = [None, future_hidden(torch.zeros(case["x"].shape[1], case["x"].shape[1]))]
-        cases.append(_after_facts(facts, _layer(module, case["x"], masks)))
+        cases.append(_after_facts(facts, _layer(module, case["x"], masks), None))
     grads = []
     for norm_first in (False, True):
         torch.manual_seed(seed_of(seed, "layer_hidden gradients", norm_first))
@@ -282,7 +289,7 @@ def cross_visible(ns: dict, seed: int) -> object:
             out = module(*_fresh(x, memory))
         return {"weights": _weights(module, PROJECTIONS), "out": out}
 
-    return _after_facts(projection_facts(module), rest)
+    return _after_facts(projection_facts(module), rest, module)
 
 
 def cross_hidden(ns: dict, seed: int) -> object:
@@ -302,7 +309,7 @@ def cross_hidden(ns: dict, seed: int) -> object:
                 ]
             return {"weights": _weights(module, PROJECTIONS), "outs": outs, "changed": changed}
 
-        cases.append(_after_facts(projection_facts(module), rest))
+        cases.append(_after_facts(projection_facts(module), rest, module))
     torch.manual_seed(seed_of(seed, "cross_hidden gradients"))
     module = cross(12, 3)
     *inputs, upstream = gradient_inputs(

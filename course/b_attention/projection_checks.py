@@ -29,14 +29,22 @@ from course.testcells import (
     check_tensor,
     expected_got,
     fail,
+    randomise_parameters,
     same_values,
 )
 
 
 # ---------------------------------------------------------------- multi-head self-attention
 def diagnose_projections(module: nn.Module, d_model: int) -> None:
-    """q_proj, k_proj, v_proj, out_proj must be nn.Linear(d_model, d_model) (with bias)."""
+    """q_proj, k_proj, v_proj, out_proj must be nn.Linear(d_model, d_model) (with bias); then
+    every parameter gets its own random values (:data:`RANDOM_VALUES`), so that the comparisons
+    that follow tell one projection, or one bias, from another (an initialisation may give the
+    biases equal values)."""
     diagnose_projection_facts(projection_facts(module), d_model)
+    randomise_parameters(module, RANDOM_VALUES)
+
+
+RANDOM_VALUES = 0  # the seed of the values a module's parameters get before it is compared
 
 
 def linear_facts(layer: object) -> dict[str, object]:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 import torch
 from torch import nn
 
-from course.testcells import check, check_tensor, expected_got, fail
+from course.testcells import check, check_tensor, expected_got, fail, randomise_parameters
 
 
 # ---------------------------------------------------------------- input/target pairs
@@ -138,8 +138,16 @@ def diagnose_perplexity_value(got: object, mean_nll: float) -> float:
 
 
 # ---------------------------------------------------------------- the model
+RANDOM_VALUES = 0  # the seed of the values the model's parameters get before it is checked
+
+
 def run_model(model: nn.Module, src: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """Run ``model(src, mask)`` in eval mode without gradients and check the output's type."""
+    """Run ``model(src, mask)`` in eval mode without gradients and check the output's type.
+
+    First every parameter gets its own random values, the same at every call (seed
+    :data:`RANDOM_VALUES`): the checks that compare the model with a computation on its weights
+    then tell one weight or bias from another (the decoder's bias starts at 0)."""
+    randomise_parameters(model, RANDOM_VALUES)
     model.eval()
     with torch.no_grad():
         out = model(src, mask)

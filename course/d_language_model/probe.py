@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from course.d_language_model.checks import (
+    RANDOM_VALUES,
     causality_inputs,
     induction_inputs,
     pos_encoder_inputs,
@@ -24,6 +25,7 @@ from course.d_language_model.checks import (
     run_model,
 )
 from course.probing import by_cell, draw, future_hidden, seed_of
+from course.testcells import randomise_parameters
 from course.verify import student
 
 VISIBLE_BATCHES = [(10, 3), (100, 7)]  # (n_tokens, seq_len) of the visible cell
@@ -175,6 +177,7 @@ def model_visible(ns: dict, seed: int) -> object:
         torch.manual_seed(0)
         model = student(ns, "TransformerModel")(**sizes, dropout=0.1)
         src = torch.randint(0, sizes["ntokens"], (3, 7))
+    randomise_parameters(model, RANDOM_VALUES)  # as run_model gives them in the cell
     mask = future_hidden(torch.zeros(7, 7))
     masked = run_model(model, src, mask)
     unmasked = run_model(model, src, None)
@@ -212,6 +215,7 @@ def model_hidden(ns: dict, seed: int) -> object:
             sizes = {k: case[k] for k in ("ntokens", "d_model", "nhead", "d_hid", "nlayers")}
             torch.manual_seed(seed_of(seed, "model_hidden", trial))
             model = build(**sizes, dropout=0.3)
+            randomise_parameters(model, RANDOM_VALUES)  # as run_model gives them in the cell
             model.eval()
             src, length = case["src"], case["src"].size(1)
             mask = future_hidden(torch.zeros(length, length))

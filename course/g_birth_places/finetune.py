@@ -95,7 +95,7 @@ def train_steps(
     history, total = History(), torch.zeros((), device=device)
     model.train()
     for step in tqdm(range(steps), desc=desc, leave=False, mininterval=2):
-        loss = train_step(model, optimizer, batches(step), causal_mask, device, bf16)
+        loss = _one_step(model, optimizer, batches(step), causal_mask, device, bf16)
         history.last_lr = schedule.get_last_lr()[0]
         schedule.step()
         total += loss
@@ -131,7 +131,7 @@ def _cosine_schedule(
     return torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
 
 
-def train_step(
+def _one_step(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     batch: Batch,

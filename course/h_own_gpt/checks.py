@@ -9,10 +9,10 @@ student's module holds, with PyTorch's own operations (``F.scaled_dot_product_at
 
 Each module is judged on its own: the block's check feeds the student's own attention output
 into the expected computation, and the GPT's values are checked with no block (``nlayers=0``),
-so one mistake costs the tests of one exercise.
-
-The checks of the training recipe (parameter groups, schedule, sampling) and of the byte-pair
-merges are in :mod:`course.h_own_gpt.recipe_checks`.
+so one mistake costs the tests of one exercise. Every parameter gets its own random values
+first (``ln1`` equals ``ln2`` at initialisation); the GPT's initial spreads are read before, for
+:mod:`course.h_own_gpt.init_checks`. The recipe, the training step and the tokens: the modules
+``recipe_checks``, ``step_checks`` and ``token_checks``.
 """
 
 from __future__ import annotations
@@ -24,8 +24,21 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course.h_own_gpt.init_checks import (  # noqa: F401 - the messages, re-exported
+    BIAS_NOT_ZERO,
+    NO_INIT,
+    NO_RESIDUAL_SCALING,
+    initial_spreads,
+    judge_initialisation,
+)
 from course.probing import integer, returned
-from course.testcells import check, check_against_reference, check_close, expected_got
+from course.testcells import (
+    check,
+    check_against_reference,
+    check_close,
+    expected_got,
+    randomise_parameters,
+)
 
 # ---------------------------------------------------------------- the mistakes, named
 NO_MASK = (
@@ -47,6 +60,10 @@ POST_NORM = (
 NORM_STREAM = (
     "the residual stream itself is normalised (x = ln1(x) + attn(ln1(x))). Only the branch's "
     "input is normalised; the stream adds the branch to the unnormalised x."
+)
+LN1_TWICE = (
+    "the MLP's branch is normalised with ln1 (x + mlp(ln1(x))); each branch has its own "
+    "LayerNorm: x = x + attn(ln1(x)), then x = x + mlp(ln2(x))."
 )
 RELU = "the MLP uses ReLU; GPT's MLP uses GELU (nn.GELU())."
 GELU_TANH = (
@@ -93,9 +110,10 @@ def attention_cases(seed: int, hidden: bool) -> list[dict]:
 
 
 def gpt_cases(seed: int, hidden: bool) -> list[dict]:
-    """Sizes, module seed, token ids and targets of each GPT checked (nlayers 0 and more)."""
+    """Sizes, module seed, token ids and targets of each GPT checked (nlayers 0 and more, and
+    one wide GPT whose initial spreads are measured precisely)."""
     gen = torch.Generator().manual_seed(seed if hidden else 3)
-    sizes = [(11, 8, 2, 0, 6), (13, 8, 2, 2, 6)]
+    sizes = [(11, 8, 2, 0, 6), (13, 8, 2, 2, 6), (64, 32, 2, 2, 16)]
     if hidden:
         sizes = []
         for nlayers in (0, integer(gen, 1, 4)):
@@ -109,6 +127,10 @@ def gpt_cases(seed: int, hidden: bool) -> list[dict]:
                     integer(gen, 4, 11),
                 )
             )
+        # wide enough (D * D >= 1024) for the initial spreads to tell 0.02 from the scaled std
+        nhead = integer(gen, 1, 5)
+        width = nhead * -(-integer(gen, 32, 49) // nhead)
+        sizes.append((integer(gen, 40, 101), width, nhead, integer(gen, 1, 4), integer(gen, 8, 17)))
     cases = []
     for vocab, d, nhead, nlayers, block in sizes:
         length = integer(gen, 2, block + 1) if hidden else block - 1
@@ -174,6 +196,7 @@ def observe_attention(cls: Callable[..., nn.Module], case: dict) -> dict:
     """Build ``cls(d_model, nhead, block_size, dropout)`` under the case's seed; observe it."""
     torch.manual_seed(case["seed"])
     module = cls(case["d_model"], case["nhead"], case["block_size"], case["dropout"])
+    randomise_parameters(module, case["seed"])
     got: dict = {
         "facts": {
             "qkv": _linear_facts(module, "qkv"),
@@ -193,6 +216,7 @@ def observe_block(cls: Callable[..., nn.Module], case: dict) -> dict:
     """Build ``cls(d_model, nhead, block_size, dropout)``; observe it and its attention."""
     torch.manual_seed(case["seed"])
     module = cls(case["d_model"], case["nhead"], case["block_size"], case["dropout"])
+    randomise_parameters(module, case["seed"])  # ln1 and ln2 differ, as every bias
     mlp = getattr(module, "mlp", None)
     got: dict = {
         "facts": {
@@ -218,7 +242,10 @@ def observe_gpt(cls: Callable[..., nn.Module], case: dict) -> dict:
     model = cls(*(case[k] for k in keys))
     head, emb = getattr(model, "head", None), getattr(model, "tok_emb", None)
     pos = getattr(model, "pos_emb", None)
+    spreads = initial_spreads(model)  # before the values are replaced
+    randomise_parameters(model, case["seed"])
     got: dict = {
+        "spreads": spreads,
         "facts": {
             "tied": head is not None and emb is not None and head.weight is emb.weight,
             "head_bias": getattr(head, "bias", None) is not None,
@@ -238,18 +265,13 @@ def observe_gpt(cls: Callable[..., nn.Module], case: dict) -> dict:
 
 
 # ---------------------------------------------------------------- what the modules should give
-def split(t: torch.Tensor, nhead: int) -> torch.Tensor:
-    """(B, T, D) -> (B, nhead, T, D / nhead)."""
-    b, length, width = t.shape
-    return t.view(b, length, nhead, width // nhead).transpose(1, 2)
-
-
 def attention_from(
     weights: dict, x: torch.Tensor, nhead: int, causal: bool = True, scale: float | None = None
 ) -> torch.Tensor:
     """Causal self-attention with the given qkv and proj weights, by PyTorch's SDPA."""
-    q, k, v = F.linear(x, weights["qkv.weight"], weights["qkv.bias"]).chunk(3, dim=-1)
-    q, k, v = (split(t, nhead) for t in (q, k, v))
+    b, length, width = x.shape
+    qkv = F.linear(x, weights["qkv.weight"], weights["qkv.bias"])
+    q, k, v = qkv.view(b, length, 3, nhead, width // nhead).permute(2, 0, 3, 1, 4)
     heads = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
     merged = heads.transpose(1, 2).reshape(x.shape)
     return F.linear(merged, weights["proj.weight"], weights["proj.bias"])
@@ -380,6 +402,7 @@ def judge_block(got: object, case: dict) -> None:
         mistakes = {
             POST_NORM: _norm(weights, "ln2", post + _mlp(weights, post, F.gelu)),
             NORM_STREAM: stream + _mlp(weights, stream, F.gelu),
+            LN1_TWICE: h + _mlp(weights, _norm(weights, "ln1", h), F.gelu),
             RELU: h + _mlp(weights, _norm(weights, "ln2", h), F.relu),
             GELU_TANH: h
             + _mlp(weights, _norm(weights, "ln2", h), lambda t: F.gelu(t, approximate="tanh")),
@@ -449,6 +472,7 @@ def judge_gpt(got: object, case: dict) -> None:
     check_against_reference(
         loss, flat, f"{name}: the loss", {LOSS_SHIFTED: shifted}, atol=1e-5, rtol=1e-4
     )
+    judge_initialisation(got["spreads"], case)
 
 
 def _shape(value: object) -> object:

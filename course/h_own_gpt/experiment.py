@@ -191,17 +191,3 @@ def matching_d_hid(vocab: int, d_model: int, nlayers: int, block_size: int) -> i
     target = gpt_parameters(vocab, d_model, nlayers, block_size)
     fixed = 2 * vocab * d_model + vocab + nlayers * (4 * d_model**2 + 9 * d_model)
     return round((target - fixed) / (nlayers * (2 * d_model + 1)))
-
-
-def gpt2_init(model: torch.nn.Module, std: float = 0.02) -> torch.nn.Module:
-    """GPT-2's initialisation: every Linear and Embedding weight from N(0, std^2), biases 0.
-
-    PyTorch's default gives embeddings N(0, 1): with the head tied to the embedding, the first
-    logits would then be about sqrt(d_model) large and the first loss far above log V.
-    """
-    for module in model.modules():
-        if isinstance(module, (torch.nn.Linear, torch.nn.Embedding)):
-            torch.nn.init.normal_(module.weight, mean=0.0, std=std)
-        if isinstance(module, torch.nn.Linear) and module.bias is not None:
-            torch.nn.init.zeros_(module.bias)
-    return model

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from course.h_own_gpt import checks, recipe_checks, token_checks
+from course.h_own_gpt import checks, recipe_checks, step_checks, token_checks
 from course.probing import attempt, by_cell
 from course.verify import student
 
@@ -66,6 +66,16 @@ def lr_hidden(ns: dict, seed: int) -> object:
     return _each(recipe_checks.observe_lr, student(ns, "lr_at"), recipe_checks.lr_cases(seed))
 
 
+def step_visible(ns: dict, seed: int) -> object:
+    cases = [step_checks.STEP_VISIBLE]
+    return _each(step_checks.observe_train_step, student(ns, "train_step"), cases)
+
+
+def step_hidden(ns: dict, seed: int) -> object:
+    cases = step_checks.step_cases(seed)
+    return _each(step_checks.observe_train_step, student(ns, "train_step"), cases)
+
+
 def sample_visible(ns: dict, seed: int) -> object:
     cases = token_checks.sample_visible_cases()
     return _each(token_checks.observe_sampling, student(ns, "sample_next"), cases)
@@ -102,6 +112,8 @@ CELLS = {
     "test_groups_hidden": "groups_hidden",
     "test_lr_visible": "lr_visible",
     "test_lr_hidden": "lr_hidden",
+    "test_step_visible": "step_visible",
+    "test_step_hidden": "step_hidden",
     "test_sample_visible": "sample_visible",
     "test_sample_hidden": "sample_hidden",
     "test_bpe_visible": "bpe_visible",

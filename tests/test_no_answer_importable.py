@@ -8,10 +8,10 @@ the place of one graded name at a time, the other graded names being the referen
 source notebook run in grading mode). The candidate is called
 through an adapter that takes the graded name's own parameters and hands them on by position,
 so its parameter names do not matter. The assignment's probe observes it as a graded notebook
-would, and the trusted judge decides. A test cell that passes with the candidate, and fails
-when that name is a stub that raises, is earned by the candidate: the package hands out that
-answer (as ``course.b_attention.probe.blocked_future`` once handed out A's causal mask, and
-``course.h_own_gpt.checks.split`` B's ``split_heads``).
+would, and the trusted judge decides. A test cell whose observation reads that name (with the
+reference answers) and that passes with the candidate is earned by the candidate: the package
+hands out that answer (as ``course.b_attention.probe.blocked_future`` once handed out A's
+causal mask, and ``course.h_own_gpt.checks.split`` B's ``split_heads``).
 
 A candidate gets :data:`LIMIT` seconds to be observed and judged on one graded name, in a child
 process (the graded calls are small; an input generator called with C's sizes, which allocates
@@ -50,7 +50,8 @@ from tests.conftest import ASSIGNMENTS, REPO
 from tests.direct_run import cells_to_run, grading_cells, run_notebook
 
 SEED = 20_241
-LIMIT = 4.0
+LIMIT = 2.5  # a graded call takes well under a second
+BASELINE_LIMIT = 300.0  # the reference answers on every test cell of an assignment
 
 
 def required_arguments(node: ast.FunctionDef, method: bool) -> int:
@@ -151,111 +152,182 @@ def adapter(candidate: Callable, reference: Callable) -> Callable:
     return adapted
 
 
-def stub(*args: object, **kwargs: object) -> object:
-    """The graded name left unanswered."""
-    raise NotImplementedError()
-
-
 @dataclass(frozen=True)
 class Plan:
-    """One graded name of one assignment given ``function``; the test cells to observe."""
+    """Graded names of one assignment given other functions (the rest keep their reference
+    answers); the test cells to observe."""
 
     assignment: str
-    name: str
-    function: Callable
+    given: dict[str, Callable]
     cells: tuple[str, ...]
+
+
+class Reading(dict):
+    """A namespace that notes every name the code given it reads (``student(ns, name)``)."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        self.read: set[str] = set()
+
+    def __getitem__(self, key: str) -> object:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        self.read.add(str(key))
+        return super().__contains__(key)
+
+    def get(self, key: str, default: object = None) -> object:
+        self.read.add(key)
+        return super().get(key, default)
+
+
+def _in_child(folder: Path) -> str:
+    """What every child does first; the path of its observations."""
+    torch.set_num_threads(1)
+    matplotlib.use("Agg")
+    os.chdir(folder)
+    return str(folder / "observations.pt")
+
+
+def _verdicts(assignment: str, namespace: dict, cells: tuple[str, ...], path: str) -> dict:
+    """Observe ``cells`` only (the others are not called) and judge them."""
+    every = importlib.import_module(f"course.{assignment}.probe").CELLS
+    skipped = {cell: "not observed" for cell in every if cell not in cells}
+    verify.observe(assignment, SEED, path, namespace, skipped)
+    return core.verdicts(assignment, SEED, core.load(path))
 
 
 def observe_and_judge(plans: list[Plan], folder: Path, write: int) -> None:
     """In the child: one JSON line per plan, the test cells of the plan that the judge passes."""
-    torch.set_num_threads(1)
-    matplotlib.use("Agg")
-    os.chdir(folder)
-    path = str(folder / "observations.pt")
+    path = _in_child(folder)
     for plan in plans:
-        namespace = dict(reference_namespace(plan.assignment))
-        namespace[plan.name] = plan.function
-        cells = importlib.import_module(f"course.{plan.assignment}.probe").CELLS
-        skipped = {cell: "not observed" for cell in cells if cell not in plan.cells}
-        verify.observe(plan.assignment, SEED, path, namespace, skipped)
-        verdicts = core.verdicts(plan.assignment, SEED, core.load(path))
+        namespace = {**reference_namespace(plan.assignment), **plan.given}
+        verdicts = _verdicts(plan.assignment, namespace, plan.cells, path)
         passed = sorted(cell for cell in plan.cells if verdicts[cell] is None)
         os.write(write, (json.dumps(passed) + "\n").encode())
 
 
-def passed_cells(plans: list[Plan], folder: Path) -> list[list[str] | None]:
-    """Per plan, the test cells that pass (``None``: over :data:`LIMIT` seconds).
+def observe_the_references(assignments: list[str], folder: Path, write: int) -> None:
+    """In the child: one JSON line per assignment, for each test cell with the reference
+    answers, whether it passes and the graded names its observation reads."""
+    path = _in_child(folder)
+    for assignment in assignments:
+        graded = set(graded_signatures()[assignment])
+        found = {}
+        for cell in importlib.import_module(f"course.{assignment}.probe").CELLS:
+            namespace = Reading(reference_namespace(assignment))
+            verdict = _verdicts(assignment, namespace, (cell,), path)[cell]
+            found[cell] = {"verdict": verdict, "reads": sorted(namespace.read & graded)}
+        os.write(write, (json.dumps(found) + "\n").encode())
 
-    Observed and judged in child processes (forks: nothing to import again, the reference
-    namespaces already built), one plan after the other; a plan over the limit is dropped with
-    its child, the next ones go on in a new child. Whatever a candidate changes or allocates goes
-    with the child.
+
+def in_children(
+    work: list, folder: Path, child: Callable[[list, Path, int], None], limit: float
+) -> list:
+    """Per piece of ``work``, the JSON line that ``child`` wrote for it (``None``: over
+    ``limit`` seconds).
+
+    Done in child processes (forks: nothing to import again, the reference namespaces already
+    built), one piece after the other; a piece over the limit is dropped with its child, the
+    next ones go on in a new child. Whatever a candidate changes or allocates goes with the
+    child.
     """
-    results: list[list[str] | None] = []
-    while len(results) < len(plans):
+    results: list = []
+    while len(results) < len(work):
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:
             try:
                 os.close(read)
-                observe_and_judge(plans[len(results) :], folder, write)
+                child(work[len(results) :], folder, write)
             finally:
                 os._exit(0)
         os.close(write)
         with os.fdopen(read, "rb") as lines:
-            while len(results) < len(plans) and select.select([lines], [], [], LIMIT)[0]:
+            while len(results) < len(work) and select.select([lines], [], [], limit)[0]:
                 line = lines.readline()
                 if not line:
                     break
                 results.append(json.loads(line))
             else:
-                if len(results) < len(plans):
+                if len(results) < len(work):
                     results.append(None)
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
     return results
 
 
+def passed_cells(plans: list[Plan], folder: Path) -> list[list[str] | None]:
+    """Per plan, the test cells that pass (``None``: over :data:`LIMIT` seconds)."""
+    return in_children(plans, folder, observe_and_judge, LIMIT)
+
+
+Reads = dict[str, dict[str, frozenset[str]]]  # assignment -> test cell -> graded names read
+
+
 @cache
-def earned_by_name(folder: Path) -> dict[tuple[str, str], tuple[str, ...]]:
-    """(assignment, graded name) -> the test cells that the name's answer earns: those that
-    pass with every reference and fail when that name alone is a stub."""
+def reads_by_cell(folder: Path) -> Reads:
+    """The graded names that each test cell's observation reads. Every test cell must pass
+    with the reference answers (each assignment observed within :data:`BASELINE_LIMIT`
+    seconds), and every graded name be read by a cell."""
     for assignment in ASSIGNMENTS:
         reference_namespace(assignment)  # built here, before the forks
-    keys = [(a, n) for a, names in graded_signatures().items() for n in names]
-    every = {a: tuple(importlib.import_module(f"course.{a}.probe").CELLS) for a in ASSIGNMENTS}
-    full = passed_cells([Plan(a, n, reference_namespace(a)[n], every[a]) for a, n in keys], folder)
-    stubbed = passed_cells([Plan(a, n, stub, every[a]) for a, n in keys], folder)
-    earned = {}
-    for (assignment, name), with_all, without in zip(keys, full, stubbed, strict=True):
-        assert with_all == sorted(every[assignment]), f"{assignment}: the references fail"
-        earned[(assignment, name)] = tuple(sorted(set(with_all) - set(without or [])))
-        assert earned[(assignment, name)], f"no test cell depends on {name} ({assignment})"
-    return earned
+    reads: Reads = {}
+    found = in_children(ASSIGNMENTS, folder, observe_the_references, BASELINE_LIMIT)
+    for assignment, cells in zip(ASSIGNMENTS, found, strict=True):
+        assert cells is not None, f"{assignment}: the references take over {BASELINE_LIMIT} s"
+        failed = {cell: seen["verdict"] for cell, seen in cells.items() if seen["verdict"]}
+        assert not failed, f"{assignment}: the reference answers fail {failed}"
+        reads[assignment] = {cell: frozenset(seen["reads"]) for cell, seen in cells.items()}
+        unread = set(graded_signatures()[assignment]).difference(*reads[assignment].values())
+        assert not unread, f"no test cell of {assignment} reads {sorted(unread)}"
+    return reads
 
 
-def plans(function: Callable, earned: dict[tuple[str, str], tuple[str, ...]]) -> list[Plan]:
-    """``function`` in the place of each graded name whose signature it takes, one at a time."""
+def groups(names: list[str], cells: dict[str, frozenset[str]]) -> list[list[str]]:
+    """``names`` in groups such that no test cell reads two names of one group: a cell that
+    passes when a whole group is given one candidate is earned by the one name it reads."""
+    found: list[list[str]] = []
+    for name in names:
+        apart = [
+            g for g in found if not any(name in r and r.intersection(g) for r in cells.values())
+        ]
+        if apart:
+            apart[0].append(name)
+        else:
+            found.append([name])
+    return found
+
+
+def plans(function: Callable, reads: Reads) -> list[Plan]:
+    """``function`` in the place of each graded name whose signature it takes: of the names
+    of one group (:func:`groups`) at once, the other names keeping their reference answers;
+    the test cells that read one of the group's names observed."""
     found = []
     for assignment, names in graded_signatures().items():
-        for name, count in names.items():
-            if accepts(function, count):
-                reference = reference_namespace(assignment)[name]
-                cells = earned[(assignment, name)]
-                found.append(Plan(assignment, name, adapter(function, reference), cells))
+        taken = [name for name, count in names.items() if accepts(function, count)]
+        for group in groups(taken, reads[assignment]):
+            references = reference_namespace(assignment)
+            given = {name: adapter(function, references[name]) for name in group}
+            cells = [c for c, read in reads[assignment].items() if read.intersection(group)]
+            found.append(Plan(assignment, given, tuple(sorted(cells))))
     return found
 
 
 def leaks(module_name: str, folder: Path) -> list[str]:
-    """Every graded test cell that a callable of module ``module_name`` earns, one line each."""
-    earned = earned_by_name(folder)
+    """Every graded test cell that a callable of module ``module_name`` earns: one line per
+    callable and graded name."""
+    reads = reads_by_cell(folder)
     found = []
     for name, function in candidates(module_name).items():
-        tried = plans(function, earned)
+        tried = plans(function, reads)
         for plan, passed in zip(tried, passed_cells(tried, folder), strict=True):
-            if passed:
-                where = f"{module_name}.{name} as {plan.name} ({plan.assignment})"
-                found.append(f"{where} passes {', '.join(passed)}")
+            for graded in sorted(plan.given):
+                earned = [c for c in passed or [] if graded in reads[plan.assignment][c]]
+                if earned:
+                    where = f"{module_name}.{name} as {graded} ({plan.assignment})"
+                    found.append(f"{where} passes {', '.join(earned)}")
     return found
 
 
@@ -285,7 +357,7 @@ def test_the_blocked_future_of_old_would_be_caught(folder: Path) -> None:
     cells = ("test_mask_hidden", "test_mask_visible")
     mask = "generate_square_subsequent_mask"
     found = passed_cells(
-        [Plan("a_masks", mask, endless, cells), Plan("a_masks", mask, blocked_future, cells)],
+        [Plan("a_masks", {mask: endless}, cells), Plan("a_masks", {mask: blocked_future}, cells)],
         folder,
     )
     assert found == [None, ["test_mask_hidden", "test_mask_visible"]]
@@ -306,7 +378,7 @@ def merged_width(heads: torch.Tensor) -> int:
 '''
 
 
-@pytest.mark.slow  # the earned cells of every graded name: about a minute
+@pytest.mark.slow  # the reference answers observed first: about a minute
 def test_a_helper_that_is_an_answer_under_other_names_is_caught(
     folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

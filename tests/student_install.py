@@ -17,10 +17,12 @@ student-lower-bounds`` installs student/lower-bounds.txt, torch 2.11 from PyPI i
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 import venv
 from pathlib import Path
@@ -30,6 +32,7 @@ from nbgrader.utils import is_grade, is_locked, is_solution
 from grader.notebooks import read_notebook
 from grader.paths import assignments
 from grader.submission import grade_id
+from grader.tampering import split_hidden
 from tests.direct_run import GIVEN, PLAIN, SOLUTION, TEST, Cell, cells_to_run, python_source
 
 REPO = Path(__file__).resolve().parents[1]
@@ -122,6 +125,54 @@ def failures(report: dict) -> list[str]:
         for c in report["cells"]
         if c["error"]
     ]
+
+
+def _solution_lines(notebook: Path) -> list[str]:
+    """The code lines between the solution markers of a source notebook's cells."""
+    lines, inside = [], False
+    for cell in read_notebook(notebook).cells:
+        for line in cell.source.splitlines() if cell.cell_type == "code" else []:
+            if "### BEGIN SOLUTION" in line or "### END SOLUTION" in line:
+                inside = "BEGIN" in line
+            elif inside:
+                lines.append(line)
+    return lines
+
+
+def library_lines(lines: set[str]) -> set[str]:
+    """Those of ``lines`` that a module of the standard library or of this environment's
+    installed packages holds (``if __name__ == "__main__":``): common code, not answers."""
+    found: set[str] = set()
+    paths = sysconfig.get_paths()
+    for root in {paths["stdlib"], paths["purelib"], paths["platlib"]}:
+        for module in Path(root).rglob("*.py"):
+            with contextlib.suppress(OSError):
+                text = module.read_text(errors="replace")
+                found |= lines.intersection(line.strip() for line in text.splitlines())
+    return found
+
+
+def secret_lines(libraries: bool = True) -> list[str]:
+    """Code lines that only the instructor's side holds, for ``tests/answer_walk.py``: every
+    line of the hidden tests, the solutions and the judge that is long enough to be telling
+    (over 24 characters, not an import, a comment or a string) and that no student-side file
+    shows (a released notebook, a module of ``course/``, and with ``libraries`` a module of the
+    standard library or an installed package: a few seconds more)."""
+    secret, public = [], set()
+    for notebook in sorted(REPO.glob("source/*/*.ipynb")):
+        hidden, _visible = split_hidden(read_notebook(notebook))
+        secret += hidden + _solution_lines(notebook)
+    for module in sorted((REPO / "judge").glob("*.py")):
+        secret += module.read_text().splitlines()
+    for path in [*REPO.glob("release/*/*.ipynb"), *(REPO / "course").rglob("*.py")]:
+        text = path.read_text()
+        if path.suffix == ".ipynb":
+            text = "\n".join("".join(c["source"]) for c in json.loads(text)["cells"])
+        public |= {line.strip() for line in text.splitlines()}
+    telling = {line.strip() for line in secret if len(line.strip()) > 24}
+    plain = ("import ", "from ", "#", '"', "'", 'f"', "f'", ")", "]")
+    secret = {line for line in telling - public if not line.startswith(plain)}
+    return sorted(secret - library_lines(secret) if libraries else secret)
 
 
 def main() -> int:

@@ -16,7 +16,9 @@ import ast
 import hashlib
 import io
 import json
+import shutil
 import subprocess
+import sys
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -210,3 +212,40 @@ def test_the_student_part_alone_passes_every_visible_test(
     )
     assert len(tests) == visible > 50
     assert not student_install.failures(report), "\n".join(student_install.failures(report))
+
+
+def walk_as_this_user(roots: list[Path], folder: Path) -> dict:
+    """``tests/answer_walk.py`` over ``roots`` in a child process, as the hub test runs it."""
+    (folder / "secrets.json").write_text(json.dumps(student_install.secret_lines(False)))
+    walker = REPO / "tests" / "answer_walk.py"
+    command = [sys.executable, "-I", str(walker), "secrets.json", "report.json"]
+    subprocess.run([*command, *map(str, roots)], cwd=folder, check=True, timeout=300)
+    return json.loads((folder / "report.json").read_text())
+
+
+def test_the_walk_finds_answers_in_files_and_in_git_history(tmp_path: Path) -> None:
+    """The hub test's own check: a source notebook committed then removed is found in the
+    repository's objects, a copy of a judge module as a file; released notebooks and the
+    course's modules are not answers."""
+    site = tmp_path / "site"
+    clone = site / "clone"
+    clone.mkdir(parents=True)
+    shutil.copy(REPO / "source/a_masks/masks_and_positions.ipynb", clone)
+    git = ["git", "-C", str(clone), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "source"], check=True)
+    subprocess.run([*git, "rm", "-q", "masks_and_positions.ipynb"], check=True)
+    subprocess.run([*git, "commit", "-qm", "removed"], check=True)
+    shutil.copytree(REPO / "release", site / "release")
+    shutil.copytree(REPO / "course", site / "course")
+    (tmp_path / "out").mkdir()
+    clean = walk_as_this_user([site], tmp_path / "out")
+    assert clean["files"] > 50 and clean["objects"] >= 5
+    assert [f for f in clean["found"] if "(git objects)" not in f] == []
+    assert any(f.startswith(f"{clone / '.git'} (git objects): marker") for f in clean["found"])
+    shutil.rmtree(clone)
+    shutil.copy(REPO / "judge/b_attention.py", site / "notes.txt")
+    planted = walk_as_this_user([site], tmp_path / "out")
+    where = f"{site / 'notes.txt'}: line"
+    assert planted["found"] and all(f.startswith(where) for f in planted["found"])

@@ -260,6 +260,8 @@ def in_children(
 
 def passed_cells(plans: list[Plan], folder: Path) -> list[list[str] | None]:
     """Per plan, the test cells that pass (``None``: over :data:`LIMIT` seconds)."""
+    for plan in plans:
+        reference_namespace(plan.assignment)  # built here, before the forks
     return in_children(plans, folder, observe_and_judge, LIMIT)
 
 

@@ -4,8 +4,10 @@ test runs it as a student, with the student's own Python).
 ``python -I answer_walk.py SECRETS REPORT ROOT...``: SECRETS is a JSON list of code lines that
 only the instructor's side holds (hidden tests, solutions, the judge). Every regular file this
 process can read under each ROOT is read (binary files and files over :data:`LARGEST` bytes
-aside); a file holds an answer when one of its lines, stripped, is a secret, or when it is a
-notebook with nbgrader's solution or hidden-test markers. Every git repository found on the way
+aside); a file holds an answer when one of its lines, stripped, is a secret, as it is or as a
+line of a notebook's JSON (``"    return x.view(b, l, h, d)\\n",``). (nbgrader's markers alone
+say nothing: nbgrader's own package ships example notebooks with them.) Every git repository
+found on the way
 (a ``.git`` folder, or a bare one: ``HEAD`` beside ``objects/``) is read whole with ``git
 cat-file --batch-all-objects --batch`` (history and unreachable objects included). REPORT gets
 ``{"files": number read, "objects": git objects read, "found": ["path: why", ...]}``.
@@ -13,6 +15,7 @@ cat-file --batch-all-objects --batch`` (history and unreachable objects included
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -20,15 +23,25 @@ import sys
 from pathlib import Path
 
 LARGEST = 16 * 2**20
-MARKERS = ("### BEGIN HIDDEN TESTS", "### BEGIN SOLUTION")
 
 
-def answers_in(text: str, secrets: set[str], notebook: bool) -> list[str]:
-    """Why ``text`` holds an answer (empty: it does not)."""
-    why = [f"line {line[:80]!r}" for line in {s.strip() for s in text.splitlines()} & secrets]
-    if notebook:
-        why += [f"marker {marker!r}" for marker in MARKERS if marker in text]
-    return why
+def lines_of(text: str) -> set[str]:
+    """Every line of ``text``, stripped, and, where a line is a JSON string (a notebook's source
+    line, ``"code\\n",``), the code it holds, stripped."""
+    found = set()
+    for line in text.splitlines():
+        line = line.strip()
+        found.add(line)
+        quoted = line.rstrip(",")
+        if len(quoted) > 1 and quoted[0] == quoted[-1] == '"':
+            with contextlib.suppress(ValueError):
+                found.update(part.strip() for part in json.loads(quoted).splitlines())
+    return found
+
+
+def answers_in(text: str, secrets: set[str]) -> list[str]:
+    """Why ``text`` holds an answer: the secret lines it shows (empty: none)."""
+    return [f"line {line[:80]!r}" for line in sorted(lines_of(text) & secrets)]
 
 
 def read_text(path: Path) -> str | None:
@@ -75,7 +88,7 @@ def walk(roots: list[Path], secrets: set[str]) -> dict:
             if is_repository(here):
                 count, text = git_objects(here)
                 objects += count
-                found += [f"{here} (git objects): {w}" for w in answers_in(text, secrets, True)]
+                found += [f"{here} (git objects): {w}" for w in answers_in(text, secrets)]
             for name in names:
                 path = here / name
                 if path.is_symlink() or not path.is_file():
@@ -84,8 +97,7 @@ def walk(roots: list[Path], secrets: set[str]) -> dict:
                 if text is None:
                     continue
                 files += 1
-                notebook = name.endswith(".ipynb")
-                found += [f"{path}: {w}" for w in answers_in(text, secrets, notebook)]
+                found += [f"{path}: {w}" for w in answers_in(text, secrets)]
             subfolders[:] = [s for s in subfolders if not (here / s).is_symlink()]
     return {"files": files, "objects": objects, "found": sorted(set(found))}
 

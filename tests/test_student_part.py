@@ -243,7 +243,7 @@ def test_the_walk_finds_answers_in_files_and_in_git_history(tmp_path: Path) -> N
     clean = walk_as_this_user([site], tmp_path / "out")
     assert clean["files"] > 50 and clean["objects"] >= 5
     assert [f for f in clean["found"] if "(git objects)" not in f] == []
-    assert any(f.startswith(f"{clone / '.git'} (git objects): marker") for f in clean["found"])
+    assert any(f.startswith(f"{clone / '.git'} (git objects): line") for f in clean["found"])
     shutil.rmtree(clone)
     shutil.copy(REPO / "judge/b_attention.py", site / "notes.txt")
     planted = walk_as_this_user([site], tmp_path / "out")

@@ -2,18 +2,18 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # The test suite in $(JOBS) processes, each group of tests whole in one (tests/conftest.py).
 PARALLEL := -n $(JOBS)
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: setup demo test test-fast lint lab release benchmark clean
+.PHONY: setup demo test test-fast lint lab release benchmark clean student-wheel student-lower-bounds
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 	mkdir -p .exchange
 	bash tools/install_system_packages.sh
 	rm -f $(VENV)/.installed-* && touch $@
@@ -44,6 +44,14 @@ release: setup  ## regenerate release/ from source/
 
 benchmark: setup  ## seconds per submission, sequential vs parallel autograding
 	$(BIN)/python benchmarks/autograde_speed.py --jobs $(JOBS)
+
+student-wheel:  ## the student part (course/ only, no answers) as a wheel: dist/transformers_course-*.whl
+	rm -rf dist/transformers_course-*.whl student/build
+	$(PYTHON) -m pip wheel --no-deps --quiet --wheel-dir dist ./student
+	rm -rf student/build transformers_course.egg-info
+
+student-lower-bounds: student-wheel setup  ## the student wheel on its lowest requirements, A to H's visible tests (downloads torch)
+	$(BIN)/python -m tests.student_install --lower-bounds
 
 clean:  ## remove what grading wrote (keeps .venv and autograded/README.md)
 	rm -rf submitted feedback gradebook.db grades.csv grading_report.csv

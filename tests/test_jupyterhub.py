@@ -2,16 +2,20 @@
 
 JupyterHub starts on a free localhost port (with configurable-http-proxy), using the
 deployment's own jupyterhub_config.py; an instructor and two students are new unprivileged
-users. The students fetch and submit assignment A through their single-user servers' nbgrader
-endpoints; the instructor releases, collects, autogrades (sandboxed kernels, as that user),
-writes and returns feedback; the students fetch their feedback. Needs root (it creates users),
-useradd and configurable-http-proxy (`make setup` installs it).
+users. The students' servers run from a student environment made by the deployment's
+student_env.sh (the student wheel, no grader, judge or source notebook). The students fetch and
+submit assignment A through their single-user servers' nbgrader endpoints; the instructor
+releases, collects, autogrades (sandboxed kernels, as that user), writes and returns feedback;
+the students fetch their feedback. Then a student looks for answers in every file and git
+object it can read in the deployment and its environment (tests/answer_walk.py, as that user).
+Needs root (it creates users), useradd and configurable-http-proxy (`make setup` installs it).
 """
 
 from __future__ import annotations
 
 import contextlib
 import html
+import json
 import os
 import pwd
 import re
@@ -34,6 +38,7 @@ import requests
 from grader import pipeline, tampering
 from grader.notebooks import read_notebook
 from grader.submission import fill, reference_code
+from tests import student_install
 from tests.conftest import REPO, make_course_copy
 
 pytestmark = pytest.mark.slow
@@ -95,6 +100,7 @@ class Site:
     exchange: Path
     port: int
     token: str
+    student_venv: Path
     hub: subprocess.Popen | None = None
     log: Path | None = None
     user_tokens: dict[str, str] = field(default_factory=dict)
@@ -108,15 +114,18 @@ class Site:
 
     def env(self, user: str) -> dict[str, str]:
         """The environment of a user's commands, as in a terminal of their JupyterLab."""
-        return {
-            "PATH": f"{VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+        venv = VENV if user == self.instructor else self.student_venv
+        found = {
+            "PATH": f"{venv / 'bin'}:/usr/local/bin:/usr/bin:/bin",
             "HOME": str(self.home(user)),
             "USER": user,
             "LOGNAME": user,
             "LANG": "C.UTF-8",
-            "JUPYTER_CONFIG_PATH": str(DEPLOY),
             "COURSE_EXCHANGE": str(self.exchange),
         }
+        if user == self.instructor:
+            found["JUPYTER_CONFIG_PATH"] = str(DEPLOY)
+        return found
 
     def run_as(self, user: str, *args: str, cwd: Path | None = None) -> str:
         """Run a command as ``user``; fail the test with its output if it fails."""
@@ -171,6 +180,7 @@ def _launch_hub(site: Site) -> None:
         "COURSE_HUB_STATE": str(state),
         "COURSE_HUB_ADMIN_TOKEN": site.token,
         "COURSE_VENV": str(VENV),
+        "COURSE_STUDENT_VENV": str(site.student_venv),
         "COURSE_EXCHANGE": str(site.exchange),
         "COURSE_INSTRUCTOR": site.instructor,
         "COURSE_STUDENTS": ",".join(site.students),
@@ -269,6 +279,7 @@ def site() -> Iterator[Site]:
         exchange=tmp / "exchange",
         port=_free_port(),
         token=secrets.token_hex(32),
+        student_venv=tmp / "student-env",
     )
     created = []
     opened = contextlib.ExitStack()
@@ -284,7 +295,9 @@ def site() -> Iterator[Site]:
                 check=True, capture_output=True,
             )  # fmt: skip
             created.append(user)
-        site.home(site.instructor).chmod(0o700)  # the solutions are in there
+        for user in users:  # the solutions are in the instructor's, students' own work in theirs
+            site.home(user).chmod(0o700)
+        _make_student_env(site)
         make_course_copy(site.course, with_release=True)
         shutil.chown(site.course, site.instructor, site.instructor)
         for path in site.course.rglob("*"):
@@ -296,6 +309,56 @@ def site() -> Iterator[Site]:
             subprocess.run(["userdel", "--remove", user], capture_output=True)
         shutil.rmtree(tmp, ignore_errors=True)
         opened.close()
+
+
+def _make_student_env(site: Site) -> None:
+    """The students' environment, as deploy/jupyterhub/README.md makes it (a few minutes)."""
+    wheel = student_install.build_wheel(site.tmp / "wheel")
+    done = subprocess.run(
+        ["bash", str(DEPLOY / "student_env.sh"), str(site.student_venv), str(wheel),
+         str(Path(sys.base_prefix) / "bin" / "python3")],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, f"student_env.sh failed:\n{done.stdout}\n{done.stderr[-3000:]}"
+    shutil.rmtree(site.tmp / "wheel")
+
+
+def _student_finds_no_answer(site: Site, student: str) -> None:
+    """As ``student``: nothing of the instructor's side is importable or on the way of the
+    student's server, and no readable file or git object of the deployment (the site's
+    folders, the student environment, the Python it runs on) holds a hidden test, a solution
+    or a line of the judge."""
+    python = str(site.student_venv / "bin" / "python")
+    code = (
+        "import importlib.util as u, json, sys; print(json.dumps([sys.path, "
+        "[m for m in ('grader', 'judge', 'course') if u.find_spec(m)]]))"
+    )
+    path, importable = json.loads(site.run_as(student, python, "-I", "-c", code))
+    assert importable == ["course"], importable
+    assert not [p for p in path if p.startswith(str(REPO))], path
+    uid = pwd.getpwnam(student).pw_uid
+    servers = [p for p in psutil.process_iter(["uids", "cmdline", "environ"]) if
+               p.info["uids"].real == uid and "jupyterhub-singleuser" in " ".join(
+                   p.info["cmdline"] or [])]  # fmt: skip
+    assert servers, f"no server of {student} running"
+    for server in servers:
+        told = " ".join(server.info["cmdline"]) + " ".join((server.info["environ"] or {}).values())
+        assert str(site.student_venv) in told and str(REPO) not in told, told
+
+    walk = Path(tempfile.mkdtemp(prefix="course-walk-"))  # outside what the student walks
+    try:
+        (walk / "secrets.json").write_text(json.dumps(student_install.secret_lines()))
+        shutil.copy(REPO / "tests" / "answer_walk.py", walk)
+        for owned in [walk, *walk.iterdir()]:
+            shutil.chown(owned, student, student)
+        roots = [str(site.tmp), *{p for p in path if p and Path(p).is_dir()}]
+        site.run_as(student, python, "-I", "answer_walk.py", "secrets.json", "report.json",
+                    *roots, cwd=walk)  # fmt: skip
+        report = json.loads((walk / "report.json").read_text())
+    finally:
+        shutil.rmtree(walk, ignore_errors=True)
+    assert report["files"] > 1000, report  # the student environment was read
+    assert not report["found"], "a student reads answers:\n" + "\n".join(report["found"][:20])
 
 
 def _hidden_lines(source: Path) -> set[str]:
@@ -347,6 +410,7 @@ def test_class_on_jupyterhub(site: Site) -> None:
     nbformat.write(notebook, str(solved))
     solved.chmod(0o644)
     site.run_as(good, "cp", str(solved), str(site.home(good) / ASSIGNMENT / NOTEBOOK))
+    solved.unlink()
 
     inbound = site.exchange / COURSE / "inbound"
     for student in (good, blank):
@@ -384,3 +448,9 @@ def test_class_on_jupyterhub(site: Site) -> None:
             assert "HIDDEN TESTS" not in text
             shown = [line for line in hidden if line in text]
             assert not shown, f"{student}'s feedback shows hidden test code: {shown[:3]}"
+
+    # The students' environment runs the notebooks' imports, and a student reads no answer.
+    site.run_as(
+        blank, str(site.student_venv / "bin" / "python"), "-c", "import course.a_masks.checks"
+    )
+    _student_finds_no_answer(site, blank)

@@ -1,13 +1,19 @@
 """No callable of the package a student's kernel imports earns a graded answer's points.
 
-``tests/test_layout.py`` checks that no module of ``course/`` *defines* a graded name; this test
-checks behaviour: every function and class defined in a module of ``course/`` (public and
-private) is put in the place of each graded name whose signature it accepts, observed by that
-assignment's probe as a graded notebook would be, and judged by the trusted judge (the course's
-own references, outside the kernel). A test cell that passes means the package hands out that
-answer (as ``course.b_attention.probe.blocked_future`` once handed out A's causal mask).
+``tests/test_layout.py`` checks that no module of ``course/`` *defines* a graded name, and
+``tests/test_student_part.py`` that no function of the student wheel has an answer's code; this
+test checks behaviour. Every callable found in a module of ``course/`` (functions and classes,
+public and private, static methods, and any other callable object the module holds) is put in
+the place of one graded name at a time, the other graded names being the reference answers (the
+source notebook run in grading mode). The candidate is called
+through an adapter that takes the graded name's own parameters and hands them on by position,
+so its parameter names do not matter. The assignment's probe observes it as a graded notebook
+would, and the trusted judge decides. A test cell whose observation reads that name (with the
+reference answers) and that passes with the candidate is earned by the candidate: the package
+hands out that answer (as ``course.b_attention.probe.blocked_future`` once handed out A's
+causal mask, and ``course.h_own_gpt.checks.split`` B's ``split_heads``).
 
-A candidate gets :data:`LIMIT` seconds to be observed and judged on one assignment, in a child
+A candidate gets :data:`LIMIT` seconds to be observed and judged on one graded name, in a child
 process (the graded calls are small; an input generator called with C's sizes, which allocates
 gigabytes, is not an answer).
 """
@@ -15,14 +21,20 @@ gigabytes, is not an answer).
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib
+import importlib.util
 import inspect
 import json
 import os
 import pkgutil
 import select
 import signal
+import sys
+import tempfile
+import types
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -32,11 +44,14 @@ import torch
 
 import course
 from course import verify
+from grader.notebooks import read_notebook
 from judge import core
 from tests.conftest import ASSIGNMENTS, REPO
+from tests.direct_run import cells_to_run, grading_cells, run_notebook
 
 SEED = 20_241
-LIMIT = 4.0
+LIMIT = 2.5  # a graded call takes well under a second
+BASELINE_LIMIT = 300.0  # the reference answers on every test cell of an assignment
 
 
 def required_arguments(node: ast.FunctionDef, method: bool) -> int:
@@ -65,18 +80,52 @@ def graded_signatures() -> dict[str, dict[str, int]]:
     return found
 
 
-def course_modules() -> list[str]:
-    return ["course", *(m.name for m in pkgutil.walk_packages(course.__path__, prefix="course."))]
+@cache
+def reference_namespace(assignment: str) -> dict:
+    """The namespace of a graded notebook of ``assignment`` with the reference answers: the
+    source notebook's cells run as grading runs them (``COURSE_FAST=1``), from a scratch
+    folder."""
+    namespace: dict = {"__name__": "__main__"}
+    before = os.environ.get("COURSE_FAST")
+    os.environ["COURSE_FAST"] = "1"
+    try:
+        with contextlib.chdir(tempfile.mkdtemp(prefix=f"{assignment}-")):
+            for path in sorted((REPO / "source" / assignment).glob("*.ipynb")):
+                cells = grading_cells(read_notebook(path), read_notebook(path))
+                ran = run_notebook(cells_to_run(cells), namespace)
+                raised = [f"{o.cell}: {o.message}" for o in ran if o.ename]
+                assert not raised, f"the reference cells of {assignment} raise: {raised}"
+    finally:
+        if before is None:
+            del os.environ["COURSE_FAST"]
+        else:
+            os.environ["COURSE_FAST"] = before
+    return namespace
+
+
+def course_modules(package: types.ModuleType = course) -> list[str]:
+    prefix = f"{package.__name__}."
+    return [package.__name__, *(m.name for m in pkgutil.walk_packages(package.__path__, prefix))]
 
 
 def candidates(module_name: str) -> dict[str, Callable]:
-    """Every function and class defined at the top of module ``module_name``, by name."""
+    """Every callable that module ``module_name`` defines or holds, by name: its functions and
+    classes (not those it imports), their static and class methods, and any other callable
+    object at its top (a ``functools.partial``, an instance with ``__call__``)."""
     module = importlib.import_module(module_name)
-    return {
-        name: value
-        for name, value in vars(module).items()
-        if callable(value) and getattr(value, "__module__", None) == module_name
-    }
+    found: dict[str, Callable] = {}
+    for name, value in vars(module).items():
+        if not callable(value) or isinstance(value, types.ModuleType):
+            continue
+        if isinstance(value, type | types.FunctionType | types.BuiltinFunctionType):
+            if getattr(value, "__module__", None) != module_name:
+                continue  # imported: tried in the module that defines it
+        found[name] = value
+        if isinstance(value, type) and value.__module__ == module_name:
+            for attribute, raw in vars(value).items():
+                if isinstance(raw, staticmethod | classmethod):
+                    found[f"{name}.{attribute}"] = getattr(value, attribute)
+    return found
 
 
 def accepts(function: Callable, count: int) -> bool:
@@ -88,62 +137,205 @@ def accepts(function: Callable, count: int) -> bool:
     return True
 
 
-Plan = tuple[str, dict[str, Callable]]  # an assignment, the graded names given the candidate
+def adapter(candidate: Callable, reference: Callable) -> Callable:
+    """``candidate`` called with the graded name's parameters, whatever it names its own: a call
+    is bound to the reference's signature and handed on by position. A class in the place of
+    a graded class stays itself (the probes build and subclass modules)."""
+    if isinstance(candidate, type) and isinstance(reference, type):
+        return candidate
+    signature = inspect.signature(reference)
+
+    def adapted(*args: object, **kwargs: object) -> object:
+        bound = signature.bind(*args, **kwargs)
+        return candidate(*bound.args, **bound.kwargs)
+
+    return adapted
 
 
-def plans(function: Callable, signatures: dict[str, dict[str, int]]) -> list[Plan]:
-    """Per assignment, ``function`` in the place of each graded name whose signature it takes."""
-    found = []
-    for assignment, names in signatures.items():
-        namespace = {name: function for name, count in names.items() if accepts(function, count)}
-        if namespace:
-            found.append((assignment, namespace))
-    return found
+@dataclass(frozen=True)
+class Plan:
+    """Graded names of one assignment given other functions (the rest keep their reference
+    answers); the test cells to observe."""
+
+    assignment: str
+    given: dict[str, Callable]
+    cells: tuple[str, ...]
 
 
-def observe_and_judge(plans: list[Plan], folder: Path, write: int) -> None:
-    """In the child: one JSON line per plan, the test cells the judge passes."""
+class Reading(dict):
+    """A namespace that notes every name the code given it reads (``student(ns, name)``)."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        self.read: set[str] = set()
+
+    def __getitem__(self, key: str) -> object:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        self.read.add(str(key))
+        return super().__contains__(key)
+
+    def get(self, key: str, default: object = None) -> object:
+        self.read.add(key)
+        return super().get(key, default)
+
+
+def _in_child(folder: Path) -> str:
+    """What every child does first; the path of its observations."""
     torch.set_num_threads(1)
     matplotlib.use("Agg")
     os.chdir(folder)
-    path = str(folder / "observations.pt")
-    for assignment, namespace in plans:
-        verify.observe(assignment, SEED, path, namespace)
-        verdicts = core.verdicts(assignment, SEED, core.load(path))
-        passed = sorted(cell for cell, reason in verdicts.items() if reason is None)
+    return str(folder / "observations.pt")
+
+
+def _verdicts(assignment: str, namespace: dict, cells: tuple[str, ...], path: str) -> dict:
+    """Observe ``cells`` only (the others are not called) and judge them."""
+    every = importlib.import_module(f"course.{assignment}.probe").CELLS
+    skipped = {cell: "not observed" for cell in every if cell not in cells}
+    verify.observe(assignment, SEED, path, namespace, skipped)
+    return core.verdicts(assignment, SEED, core.load(path))
+
+
+def observe_and_judge(plans: list[Plan], folder: Path, write: int) -> None:
+    """In the child: one JSON line per plan, the test cells of the plan that the judge passes."""
+    path = _in_child(folder)
+    for plan in plans:
+        namespace = {**reference_namespace(plan.assignment), **plan.given}
+        verdicts = _verdicts(plan.assignment, namespace, plan.cells, path)
+        passed = sorted(cell for cell in plan.cells if verdicts[cell] is None)
         os.write(write, (json.dumps(passed) + "\n").encode())
 
 
-def passed_cells(plans: list[Plan], folder: Path) -> list[list[str] | None]:
-    """Per plan, the test cells that pass (``None``: over :data:`LIMIT` seconds).
+def observe_the_references(assignments: list[str], folder: Path, write: int) -> None:
+    """In the child: one JSON line per assignment, for each test cell with the reference
+    answers, whether it passes and the graded names its observation reads."""
+    path = _in_child(folder)
+    for assignment in assignments:
+        graded = set(graded_signatures()[assignment])
+        found = {}
+        for cell in importlib.import_module(f"course.{assignment}.probe").CELLS:
+            namespace = Reading(reference_namespace(assignment))
+            verdict = _verdicts(assignment, namespace, (cell,), path)[cell]
+            found[cell] = {"verdict": verdict, "reads": sorted(namespace.read & graded)}
+        os.write(write, (json.dumps(found) + "\n").encode())
 
-    Observed and judged in child processes (forks: nothing to import again), one plan after the
-    other; a plan over the limit is dropped with its child, the next ones go on in a new child.
-    Whatever a candidate changes or allocates goes with the child.
+
+def in_children(
+    work: list, folder: Path, child: Callable[[list, Path, int], None], limit: float
+) -> list:
+    """Per piece of ``work``, the JSON line that ``child`` wrote for it (``None``: over
+    ``limit`` seconds).
+
+    Done in child processes (forks: nothing to import again, the reference namespaces already
+    built), one piece after the other; a piece over the limit is dropped with its child, the
+    next ones go on in a new child. Whatever a candidate changes or allocates goes with the
+    child.
     """
-    results: list[list[str] | None] = []
-    while len(results) < len(plans):
+    results: list = []
+    while len(results) < len(work):
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:
             try:
                 os.close(read)
-                observe_and_judge(plans[len(results) :], folder, write)
+                child(work[len(results) :], folder, write)
             finally:
                 os._exit(0)
         os.close(write)
         with os.fdopen(read, "rb") as lines:
-            while len(results) < len(plans) and select.select([lines], [], [], LIMIT)[0]:
+            while len(results) < len(work) and select.select([lines], [], [], limit)[0]:
                 line = lines.readline()
                 if not line:
                     break
                 results.append(json.loads(line))
             else:
-                if len(results) < len(plans):
+                if len(results) < len(work):
                     results.append(None)
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
     return results
+
+
+def passed_cells(plans: list[Plan], folder: Path) -> list[list[str] | None]:
+    """Per plan, the test cells that pass (``None``: over :data:`LIMIT` seconds)."""
+    for plan in plans:
+        reference_namespace(plan.assignment)  # built here, before the forks
+    return in_children(plans, folder, observe_and_judge, LIMIT)
+
+
+Reads = dict[str, dict[str, frozenset[str]]]  # assignment -> test cell -> graded names read
+
+
+@cache
+def reads_by_cell(folder: Path) -> Reads:
+    """The graded names that each test cell's observation reads. Every test cell must pass
+    with the reference answers (each assignment observed within :data:`BASELINE_LIMIT`
+    seconds), and every graded name be read by a cell."""
+    for assignment in ASSIGNMENTS:
+        reference_namespace(assignment)  # built here, before the forks
+    reads: Reads = {}
+    found = in_children(ASSIGNMENTS, folder, observe_the_references, BASELINE_LIMIT)
+    for assignment, cells in zip(ASSIGNMENTS, found, strict=True):
+        assert cells is not None, f"{assignment}: the references take over {BASELINE_LIMIT} s"
+        failed = {cell: seen["verdict"] for cell, seen in cells.items() if seen["verdict"]}
+        assert not failed, f"{assignment}: the reference answers fail {failed}"
+        reads[assignment] = {cell: frozenset(seen["reads"]) for cell, seen in cells.items()}
+        unread = set(graded_signatures()[assignment]).difference(*reads[assignment].values())
+        assert not unread, f"no test cell of {assignment} reads {sorted(unread)}"
+    return reads
+
+
+def groups(names: list[str], cells: dict[str, frozenset[str]]) -> list[list[str]]:
+    """``names`` in groups such that no test cell reads two names of one group: a cell that
+    passes when a whole group is given one candidate is earned by the one name it reads."""
+    found: list[list[str]] = []
+    for name in names:
+        apart = [
+            g for g in found if not any(name in r and r.intersection(g) for r in cells.values())
+        ]
+        if apart:
+            apart[0].append(name)
+        else:
+            found.append([name])
+    return found
+
+
+def plans(function: Callable, reads: Reads) -> list[Plan]:
+    """``function`` in the place of each graded name whose signature it takes: of the names
+    of one group (:func:`groups`) at once, the other names keeping their reference answers;
+    the test cells that read one of the group's names observed."""
+    found = []
+    for assignment, names in graded_signatures().items():
+        taken = [name for name, count in names.items() if accepts(function, count)]
+        for group in groups(taken, reads[assignment]):
+            references = reference_namespace(assignment)
+            given = {name: adapter(function, references[name]) for name in group}
+            cells = [c for c, read in reads[assignment].items() if read.intersection(group)]
+            found.append(Plan(assignment, given, tuple(sorted(cells))))
+    return found
+
+
+def leaks(module_name: str, folder: Path) -> list[str]:
+    """Every graded test cell that a callable of module ``module_name`` earns: one line per
+    callable and graded name."""
+    reads = reads_by_cell(folder)
+    found = []
+    for name, function in candidates(module_name).items():
+        tried = plans(function, reads)
+        for plan, passed in zip(tried, passed_cells(tried, folder), strict=True):
+            for graded in sorted(plan.given):
+                earned = [c for c in passed or [] if graded in reads[plan.assignment][c]]
+                if earned:
+                    where = f"{module_name}.{name} as {graded} ({plan.assignment})"
+                    found.append(f"{where} passes {', '.join(earned)}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("observations")
 
 
 def test_signatures_and_candidates_are_found() -> None:
@@ -153,7 +345,7 @@ def test_signatures_and_candidates_are_found() -> None:
     assert sum(len(candidates(name)) for name in course_modules()) > 100
 
 
-def test_the_blocked_future_of_old_would_be_caught(tmp_path: Path) -> None:
+def test_the_blocked_future_of_old_would_be_caught(folder: Path) -> None:
     """The test's own check: a function that gives A's causal mask earns A's mask cells; one
     that never ends earns nothing and does not stop the next plan."""
 
@@ -164,26 +356,56 @@ def test_the_blocked_future_of_old_would_be_caught(tmp_path: Path) -> None:
         while True:
             pass
 
+    cells = ("test_mask_hidden", "test_mask_visible")
     mask = "generate_square_subsequent_mask"
     found = passed_cells(
-        [("a_masks", {mask: endless}), ("a_masks", {mask: blocked_future})], tmp_path
+        [Plan("a_masks", {mask: endless}, cells), Plan("a_masks", {mask: blocked_future}, cells)],
+        folder,
     )
     assert found == [None, ["test_mask_hidden", "test_mask_visible"]]
 
 
-@pytest.mark.slow  # about a minute of CPU: every callable of the package on every assignment
+SPLIT = '''
+import torch
+
+
+def split(t: torch.Tensor, nhead: int) -> torch.Tensor:
+    """(B, T, D) -> (B, nhead, T, D / nhead)."""
+    b, length, width = t.shape
+    return t.view(b, length, nhead, width // nhead).transpose(1, 2)
+
+
+def merged_width(heads: torch.Tensor) -> int:
+    return heads.shape[1] * heads.shape[-1]
+'''
+
+
+@pytest.mark.slow  # the reference answers observed first: about a minute
+def test_a_helper_that_is_an_answer_under_other_names_is_caught(
+    folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The test's own check, on a package that still has ``course.h_own_gpt.checks.split``
+    (B's ``split_heads`` under another name, with other parameter names): the scan of its
+    module finds it, and only it, as B's split_heads."""
+    package = tmp_path / "leaky"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "helpers.py").write_text(SPLIT)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("leaky", None)
+    leaky = importlib.import_module("leaky")
+    assert course_modules(leaky) == ["leaky", "leaky.helpers"]
+    assert leaks("leaky", folder) == []
+    assert leaks("leaky.helpers", folder) == [
+        "leaky.helpers.split as split_heads (b_attention) passes test_heads_hidden, "
+        "test_heads_visible"
+    ]
+
+
+@pytest.mark.slow  # several minutes of CPU: every callable of the package on every graded name
 @pytest.mark.parametrize("module_name", course_modules())
 def test_no_callable_of_the_package_reproduces_a_graded_answer(
-    module_name: str, tmp_path: Path
+    module_name: str, folder: Path
 ) -> None:
-    signatures = graded_signatures()
-    leaks = []
-    for name, function in candidates(module_name).items():
-        tried = plans(function, signatures)
-        for (assignment, namespace), passed in zip(
-            tried, passed_cells(tried, tmp_path), strict=True
-        ):
-            if passed:
-                where = f"{module_name}.{name} as {', '.join(sorted(namespace))} ({assignment})"
-                leaks.append(f"{where} passes {', '.join(passed)}")
-    assert not leaks, "graded answers importable from course/:\n" + "\n".join(leaks)
+    found = leaks(module_name, folder)
+    assert not found, "graded answers importable from course/:\n" + "\n".join(found)

@@ -1,4 +1,5 @@
-"""The repository's own promises: pins in step, licence, the README's make targets, CI."""
+"""The repository's own promises: pins in step, the student part's ranges, licence, the
+README's make targets, CI."""
 
 from __future__ import annotations
 
@@ -7,34 +8,87 @@ import subprocess
 import tomllib
 
 import yaml
+from packaging.requirements import Requirement
+from packaging.version import Version
 
 from tests.conftest import REPO
 
+PIN = re.compile(r"([A-Za-z0-9_.-]+)(?:\[[a-z,]+\])?==(\S+)")
 
-def pins_from_pyproject() -> dict[str, str]:
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    deps = project["dependencies"] + project["optional-dependencies"]["dev"]
-    return dict(re.match(r"([A-Za-z0-9_.-]+)(?:\[[a-z,]+\])?==(\S+)", d).groups() for d in deps)
+# What Colab's runtime had when these ranges were set (googlecolab/backend-info, pip-freeze.txt,
+# August 2026): the student part must install on it without replacing any of them.
+COLAB = {
+    "torch": "2.11.0",
+    "ipykernel": "6.17.1",
+    "ipywidgets": "7.7.1",
+    "matplotlib": "3.10.0",
+    "numpy": "2.1.3",
+    "datasets": "4.0.0",
+    "tokenizers": "0.22.2",
+    "tqdm": "4.67.3",
+}
+
+
+def requirements(path: str) -> list[Requirement]:
+    """Every requirement of a pyproject.toml: its dependencies and all its extras."""
+    project = tomllib.loads((REPO / path).read_text())["project"]
+    extras = project.get("optional-dependencies", {}).values()
+    return [Requirement(d) for d in project["dependencies"] + [d for e in extras for d in e]]
+
+
+def pins(path: str) -> dict[str, str]:
+    """name -> version of every ``name==version`` line of a requirements or constraints file."""
+    lines = (REPO / path).read_text().splitlines()
+    return dict(PIN.match(line).groups() for line in lines if line and not line.startswith("#"))
 
 
 def pins_from_environment() -> dict[str, str]:
     env = yaml.safe_load((REPO / "environment.yml").read_text())
     pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
-    pins = dict(
-        re.match(r"([A-Za-z0-9_.-]+)(?:\[[a-z,]+\])?==(\S+)", d).groups() for d in pip if "==" in d
-    )
-    return pins
+    return dict(PIN.match(d).groups() for d in pip if "==" in d)
 
 
-def test_every_dependency_is_pinned() -> None:
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    deps = project["dependencies"] + project["optional-dependencies"]["dev"]
-    assert all("==" in d for d in deps), deps
-    assert pins_from_pyproject()["torch"] == "2.13.0"
+def test_every_dependency_is_pinned_within_its_range() -> None:
+    """constraints.txt pins every requirement of both parts, inside the range each declares."""
+    pinned = pins("constraints.txt")
+    for requirement in requirements("pyproject.toml") + requirements("student/pyproject.toml"):
+        assert requirement.name in pinned, f"constraints.txt does not pin {requirement.name}"
+        version = pinned[requirement.name]
+        assert requirement.specifier.contains(version), f"{requirement} excludes {version}"
+        for extra in requirement.extras:  # dask[distributed]: the extra's package pinned too
+            assert extra in pinned, f"constraints.txt does not pin {extra} ({requirement})"
+    assert pinned["torch"] == "2.13.0"
 
 
 def test_environment_yml_has_the_same_pins() -> None:
-    assert pins_from_environment() == pins_from_pyproject()
+    assert pins_from_environment() == pins("constraints.txt")
+
+
+def test_the_student_part_requires_ranges_that_colab_satisfies() -> None:
+    """No exact pin in the student part, every bound is a real range, and Colab's versions of
+    torch, ipykernel and the rest are all inside them (a pip install keeps Colab's own)."""
+    student = {r.name: r for r in requirements("student/pyproject.toml")}
+    assert not any(s.operator == "==" for r in student.values() for s in r.specifier), student
+    for name, version in COLAB.items():
+        assert student[name].specifier.contains(version), f"{student[name]} excludes Colab's"
+    instructor = {r.name for r in requirements("pyproject.toml")}
+    assert set(student) <= instructor, "the instructor's environment runs the notebooks too"
+    assert not {"nbgrader", "jupyterhub", "dask", "psycopg2-binary", "pytest"} & set(student)
+
+
+def test_lower_bounds_file_holds_each_lower_bound() -> None:
+    """student/lower-bounds.txt, installed by `make student-lower-bounds`, is the ``>=`` bound
+    of every base requirement of the student part."""
+    project = tomllib.loads((REPO / "student/pyproject.toml").read_text())["project"]
+    lower = {}
+    for requirement in map(Requirement, project["dependencies"]):
+        bounds = [s.version for s in requirement.specifier if s.operator == ">="]
+        assert len(bounds) == 1, f"{requirement} needs one lower bound"
+        lower[requirement.name] = bounds[0]
+    listed = pins("student/lower-bounds.txt")
+    assert set(listed) == set(lower)
+    for name, version in listed.items():
+        assert Version(version) == Version(lower[name]), f"{name}: {version} vs {lower[name]}"
 
 
 def readme_make_targets() -> set[str]:

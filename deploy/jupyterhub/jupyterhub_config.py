@@ -1,14 +1,19 @@
 """JupyterHub configuration for a class of the course on one Linux machine.
 
 Each user is a system user; the hub (run as root) starts each user's JupyterLab as that user
-(LocalProcessSpawner), from the course's virtual environment, where nbgrader's extensions are
-installed. What differs from one site to another comes from environment variables:
+(LocalProcessSpawner): the instructor's from the course's virtual environment (the checkout,
+with the grader, the judge and the source notebooks, readable by the instructor only), the
+students' from the student environment (``student_env.sh``: the student wheel, JupyterLab and
+nbgrader's Assignments tab, no answer). What differs from one site to another comes from
+environment variables:
 
     COURSE_HUB_IP           address of the hub's public URL (default 127.0.0.1)
     COURSE_HUB_PORT         its port (default 8000)
     COURSE_HUB_STATE        folder of the hub's database, cookie secret and proxy pid
                             (default /srv/jupyterhub; root-only)
     COURSE_VENV             the course's virtual environment (default: .venv of this repository)
+    COURSE_STUDENT_VENV     the students' environment, made by student_env.sh (required when
+                            there are students)
     COURSE_EXCHANGE         nbgrader's shared exchange folder (default /srv/nbgrader/exchange)
     COURSE_INSTRUCTOR       the instructor's user name (default instructor)
     COURSE_STUDENTS         the students' user names, comma-separated
@@ -33,6 +38,12 @@ state = Path(env("COURSE_HUB_STATE", "/srv/jupyterhub"))
 instructor = env("COURSE_INSTRUCTOR", "instructor")
 students = {name.strip() for name in env("COURSE_STUDENTS", "").split(",") if name.strip()}
 exchange = env("COURSE_EXCHANGE", "/srv/nbgrader/exchange")
+student_venv = Path(env("COURSE_STUDENT_VENV", "/nonexistent"))
+if students and not (student_venv / "bin" / "jupyterhub-singleuser").is_file():
+    raise SystemExit(
+        f"COURSE_STUDENT_VENV={env('COURSE_STUDENT_VENV', '')!r} is not a student environment: "
+        "make one with deploy/jupyterhub/student_env.sh (students never run the instructor's)"
+    )
 
 # Network: everything on localhost unless COURSE_HUB_IP says otherwise (put TLS in front then).
 c.JupyterHub.ip = env("COURSE_HUB_IP", "127.0.0.1")
@@ -67,10 +78,16 @@ c.Spawner.environment = {
 
 def per_user(spawner: Spawner) -> None:
     """The instructor's server opens on the course folder (formgrader reads its
-    nbgrader_config.py there); students' servers run without formgrader."""
+    nbgrader_config.py there); students' servers run from the student environment, where
+    nbgrader_config.py is in etc/jupyter, without formgrader."""
     if spawner.user.name == instructor:
         spawner.notebook_dir = env("COURSE_DIR", "~/transformers")
     else:
+        spawner.cmd = [str(student_venv / "bin" / "jupyterhub-singleuser")]
+        spawner.environment = {
+            "PATH": f"{student_venv / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+            "COURSE_EXCHANGE": exchange,
+        }
         spawner.args = [
             *spawner.args,
             "--ServerApp.jpserver_extensions=nbgrader.server_extensions.formgrader=False",

@@ -172,7 +172,7 @@ def test_train_lm_evaluate_and_generate_follow_the_model(e_given: dict) -> None:
 
 
 def test_e_classifiers_train_on_the_model_device(e_given: dict) -> None:
-    """E's SentimentClassifier (the causal mask inside it), FrozenReader and SurpriseReader."""
+    """E's SentimentClassifier (the causal mask inside it), FrozenReader and FitReader."""
     ids = torch.randint(4, 30, (10, 7), generator=torch.Generator().manual_seed(1))
     lengths = torch.tensor([7, 3, 5, 1, 2, 7, 6, 4, 4, 3])
     data = e_finetune.Labelled(ids, lengths, torch.tensor([0, 1] * 5))
@@ -182,7 +182,7 @@ def test_e_classifiers_train_on_the_model_device(e_given: dict) -> None:
         classifier,
         e_given["FrozenReader"](e_given["SentimentClassifier"](lm(30, 8, 2, 16, 1)), "mean"),
         e_given["FrozenReader"](e_given["SentimentClassifier"](lm(30, 8, 2, 16, 1)), "end"),
-        word_order.SurpriseReader(lm(30, 8, 2, 16, 1), e_given["causal_mask"], torch.zeros(30)),
+        word_order.FitReader(lm(30, 8, 2, 16, 1), e_given["causal_mask"], torch.zeros(30)),
     ]
 
     def run() -> None:

@@ -206,3 +206,47 @@ def test_the_check_finds_an_answer_given_too_early() -> None:
     )
     assert answered_before_asked(graders_only) == []
     assert undeclared(notebook("Not a question.")) != []
+
+
+# Leaks that the fourth read of the course found (issue 43): text that stood above a question and
+# gave its answer away. Each is put back just above its question; the question's declared key
+# phrases must now catch it, so the same leak cannot come back unnoticed.
+FOUND_LEAKS = [
+    (
+        "e_pretraining",
+        "q_two_tasks",
+        "Next-word prediction rewards what helps to guess the next word: which words follow "
+        "which, and which words appear in the same contexts.",
+    ),
+    (
+        "e_pretraining",
+        "q_two_tasks",
+        "ULMFiT (Howard and Ruder, 2018) pretrained a 3-layer LSTM on WikiText-103 (103 million "
+        "tokens), then went on training the language model on the target task's own reviews.",
+    ),
+    (
+        "e_pretraining",
+        "q_models",
+        "ELMo (Peters et al., 2018) trains two LSTM language models on the same text, one reading "
+        "left to right and one right to left.",
+    ),
+    (
+        "g_birth_places",
+        "q_why_pretraining",
+        "Every name has its line there, so the fact is somewhere in the text; the pretrained model "
+        "can only use it if pretraining stored it in its weights.",
+    ),
+]
+
+
+@pytest.mark.parametrize(("assignment", "grade_id", "leak"), FOUND_LEAKS)
+def test_a_leak_found_by_the_fourth_read_would_be_caught(
+    assignment: str, grade_id: str, leak: str
+) -> None:
+    (path,) = (p for p in SOURCES if p.parent.name == assignment)
+    nb = nbformat.read(path, as_version=4)
+    assert answered_before_asked(nb) == []
+    (question,) = (q for q in written_questions(nb) if q.grade_id == grade_id)
+    nb.cells.insert(question.question, nbformat.v4.new_markdown_cell(leak))
+    problems = [p for p in answered_before_asked(nb) if p.startswith(grade_id)]
+    assert problems, f"{grade_id}: the old leak {leak!r} is no longer caught"

@@ -15,7 +15,7 @@ from course.e_pretraining import text
 from course.e_pretraining.word_order import (
     ORIGINAL,
     SWAPPED,
-    SurpriseReader,
+    FitReader,
     swap_two_words,
     unigram_log_probs,
     word_order_split,
@@ -84,10 +84,10 @@ def no_mask(length: int) -> torch.Tensor:
     return torch.zeros(length, length)
 
 
-def test_the_surprise_reader_measures_how_well_each_word_fits_its_context():
+def test_the_fit_reader_measures_how_well_each_word_fits_its_context():
     vocab = 12
     unigram = torch.full((vocab,), 1 / vocab).log()
-    reader = SurpriseReader(Successor(vocab), no_mask, unigram)
+    reader = FitReader(Successor(vocab), no_mask, unigram)
     ids = torch.tensor([[2, 3, 4, 5, 6], [2, 5, 4, 3, 6], [7, 8, 0, 0, 0]])  # right-padded
     lengths = torch.tensor([5, 5, 2])
     features = reader.features(ids, lengths)  # (3, 3)

@@ -1,8 +1,10 @@
 """The word-order task of assignment E: is a review sentence as written, or were two words swapped?
 
 A task that next-word prediction prepares a model for: a language model has learned which word
-follows which, so a sentence whose word order was broken surprises it, while a model trained from
-scratch must learn English word order from the few labelled examples alone. It is a small cousin
+follows which, so in a sentence whose word order was broken some words no longer fit where they
+stand, while a model trained from scratch must learn English word order from the few labelled
+examples alone. The course chose this task after the sentiment experiment of the notebook found
+no lead for pretraining (the notebook says so). It is a small cousin
 of the acceptability judgements of GLUE's CoLA, built without annotators.
 
 The sentences are the held-out review sentences (the sentiment task's validation and test splits):
@@ -12,10 +14,10 @@ The task's training pool is made from the *test* split and its validation set fr
 
     pool = word_order_split(polarity["test"]["text"], seed=1)    # {"text": [...], "label": [...]}
     val_set = word_order_split(polarity["validation"]["text"], seed=2)
-    reader = SurpriseReader(lm, causal_mask, unigram_log_probs(tokenizer, lines))
+    reader = FitReader(lm, causal_mask, unigram_log_probs(tokenizer, lines))
 
-A classifier that reads a language model the way it was trained, by how surprised it is by each
-word (:class:`SurpriseReader`), needs only a few labels for this task; one that replaces the
+A classifier that reads a language model the way it was trained, by how well each word fits its
+context (:class:`FitReader`), needs only a few labels for this task; one that replaces the
 language model's head, as fine-tuning does, must find the same knowledge in the hidden states.
 """
 
@@ -72,13 +74,14 @@ def unigram_log_probs(tokenizer: WordTokenizer, lines: Sequence[str]) -> torch.T
     return log_counts - log_counts.logsumexp(0)
 
 
-class SurpriseReader(nn.Module):
+class FitReader(nn.Module):
     """A frozen language model read through its own head: three numbers per sentence, then a
     linear layer to ``n_classes`` logits.
 
-    For each real token after the first, the *surprise* compared with the unigram baseline is
+    For each real token after the first, the *fit* compared with the unigram baseline is
     ``log p_lm(x_t | x_<t) - log p_unigram(x_t)`` (how much better the context predicts the word
-    than its frequency alone; low when the word does not fit where it stands). The three numbers
+    than its frequency alone: high when the word fits where it stands, low when it does not; the
+    opposite sign of a surprisal). The first word has no context and no fit. The three numbers
     are the mean of it over the sentence and its two lowest values, standardised by a batch norm
     (running statistics of the training sentences). Only the batch norm and the linear layer train.
     """
@@ -97,7 +100,7 @@ class SurpriseReader(nn.Module):
         self.head = nn.Linear(3, n_classes)
 
     def features(self, src: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """src (B, L) right-padded ids, lengths (B,) -> (B, 3): mean and two lowest surprises."""
+        """src (B, L) right-padded ids, lengths (B,) -> (B, 3): mean and two lowest fits."""
         with torch.no_grad():
             self.lm.eval()  # no dropout in a frozen reader
             mask = self.causal_mask(src.size(1)).to(src.device)  # (L, L)

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 from filelock import FileLock
+from nbgrader.api import Gradebook
 from xdist.scheduler import LoadScopeScheduling
 
-from grader import demo
+from grader import demo, pipeline, report
 from grader.paths import assignments, use_this_python
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,6 +32,23 @@ def make_course_copy(target: Path, with_release: bool = False) -> Path:
         if (REPO / folder).is_dir():
             shutil.copytree(REPO / folder, target / folder)
     return target
+
+
+def class_outcome(
+    root: Path, assignment: str, notebook: str, students: list[str]
+) -> dict[str, tuple]:
+    """Per student of a graded course: each test cell's score, the flag, the report's status."""
+    statuses = {r["student"]: r["status"] for r in report.read(root)}
+    found = {}
+    with Gradebook(pipeline.db_url(root)) as gb:
+        for student in students:
+            row = gb.find_submission_notebook(notebook, assignment, student)
+            found[student] = (
+                {g.name: g.score for g in row.grades},
+                row.flagged,
+                statuses.get(student),
+            )
+    return found
 
 
 # Fixtures that grade a class through nbgrader or run a browser: a test that uses one is `slow`

@@ -21,12 +21,11 @@ import nbformat
 import psutil
 import pytest
 from distributed import Client
-from nbgrader.api import Gradebook
 
 from grader import cluster, demo, pipeline, report
 from grader.nbgrader_run import kill_tree
 from grader.paths import CourseError
-from tests.conftest import make_course_copy
+from tests.conftest import class_outcome, make_course_copy
 from tests.test_adversarial import CASES
 
 pytestmark = pytest.mark.slow
@@ -63,15 +62,7 @@ def sequential(class_to_grade: Path, tmp_path_factory: pytest.TempPathFactory) -
 
 
 def outcome(root: Path) -> dict[str, tuple]:
-    """Per student: every grade cell's score, the flag, the report's statuses."""
-    found = {}
-    statuses = {r["student"]: r["status"] for r in report.read(root)}
-    with Gradebook(pipeline.db_url(root)) as gb:
-        for student in STUDENTS:
-            notebook = gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, student)
-            cells = {g.name: g.score for g in notebook.grades}
-            found[student] = (cells, notebook.flagged, statuses.get(student))
-    return found
+    return class_outcome(root, ASSIGNMENT, NOTEBOOK, STUDENTS)
 
 
 def course(root: Path, *args: str) -> subprocess.CompletedProcess:

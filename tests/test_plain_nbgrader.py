@@ -23,10 +23,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbgrader.api import Gradebook
 
-from grader import demo, pipeline, report
-from tests.conftest import make_course_copy
+from grader import demo, pipeline
+from tests.conftest import class_outcome, make_course_copy
 from tests.test_adversarial import (
     ASSIGNMENT,
     MASK,
@@ -144,15 +143,7 @@ def two_classes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def outcome(root: Path) -> dict[str, tuple]:
-    """Per student: each test cell's score, the flag, the report's status."""
-    statuses = {r["student"]: r["status"] for r in report.read(root)}
-    found = {}
-    with Gradebook(pipeline.db_url(root)) as gb:
-        for student in STUDENTS:
-            nb = gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, student)
-            scores = {g.name: g.score for g in nb.grades}
-            found[student] = (scores, nb.flagged, statuses.get(student))
-    return found
+    return class_outcome(root, ASSIGNMENT, NOTEBOOK, STUDENTS)
 
 
 def test_plain_autograde_gives_what_course_autograde_gives(two_classes: dict[str, Path]) -> None:

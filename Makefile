@@ -8,7 +8,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PARALLEL := -n $(JOBS)
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: setup demo test test-fast lint lab release benchmark clean student-wheel student-lower-bounds
+.PHONY: setup demo test test-deep test-fast lint lab release benchmark clean student-wheel student-lower-bounds
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,9 +27,13 @@ lint: setup  ## ruff lint and format check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint  ## the whole test suite (lint first); installs Chromium for the browser tests
+test: lint  ## the test suite but its deep tier (lint first); installs Chromium for the browser tests
 	bash tools/install_system_packages.sh --browser
-	$(BIN)/python -m pytest $(PARALLEL)
+	$(BIN)/python -m pytest $(PARALLEL) -m "not deep"
+
+test-deep: setup  ## the deep tier: every callable of the student part scanned, the student part alone in a fresh venv, JupyterHub (CI runs it after make test)
+	bash tools/install_system_packages.sh
+	$(BIN)/python -m pytest $(PARALLEL) -m deep
 
 test-fast: lint  ## checks, pipeline units and repository checks, no grading run (under 2 minutes)
 	bash tools/install_system_packages.sh

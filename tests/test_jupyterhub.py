@@ -41,7 +41,7 @@ from grader.submission import fill, reference_code
 from tests import student_install
 from tests.conftest import REPO, make_course_copy
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.deep]  # the hub and a student venv: minutes
 
 COURSE, ASSIGNMENT, NOTEBOOK = "transformers", "a_masks", "masks_and_positions.ipynb"
 DEPLOY = REPO / "deploy" / "jupyterhub"

@@ -402,7 +402,8 @@ def test_a_helper_that_is_an_answer_under_other_names_is_caught(
     ]
 
 
-@pytest.mark.slow  # several minutes of CPU: every callable of the package on every graded name
+@pytest.mark.deep  # several minutes of CPU: every callable of the package on every graded name
+@pytest.mark.slow
 @pytest.mark.parametrize("module_name", course_modules())
 def test_no_callable_of_the_package_reproduces_a_graded_answer(
     module_name: str, folder: Path

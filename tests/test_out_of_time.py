@@ -44,9 +44,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     reference = root / "submitted" / "reference" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
     edits = {
         "runaway_count": [set_code("count_embedding", RUNAWAY)],
-        "slow_cells": [
-            append_code(name, SLEEP) for name in ("count_encoder_layer", "kv_cache_bytes")
-        ],
+        "slow_cells": [append_code(name, SLEEP) for name in SLOW],
     }
     for student, steps in edits.items():
         nb = nbformat.read(str(reference), as_version=4)

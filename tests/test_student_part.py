@@ -185,6 +185,7 @@ def test_no_function_of_the_wheel_is_a_reference_or_an_answer(wheel: Path) -> No
     assert not leaks, "answers in the student wheel:\n" + "\n".join(leaks)
 
 
+@pytest.mark.deep
 @pytest.mark.slow  # a fresh virtual environment: about 3 minutes, mostly pip
 def test_the_student_part_alone_passes_every_visible_test(
     wheel: Path, tmp_path_factory: pytest.TempPathFactory

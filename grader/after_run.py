@@ -36,6 +36,7 @@ from grader.limits import Limits
 from grader.notebooks import read_notebook
 from grader.paths import assignments
 from grader.report import Event
+from grader.scratch import is_plain_file
 
 
 def _folders(config: object, resources: dict) -> tuple[Path, Path]:
@@ -46,12 +47,6 @@ def _folders(config: object, resources: dict) -> tuple[Path, Path]:
     submitted = coursedir.format_path(coursedir.submitted_directory, student, assignment)
     graded = coursedir.format_path(coursedir.autograded_directory, student, assignment)
     return Path(submitted), Path(graded)
-
-
-def is_plain_file(path: Path) -> bool:
-    """A regular file with one name (no link, device, pipe, socket or second hard link)."""
-    info = os.lstat(path)
-    return stat.S_ISREG(info.st_mode) and info.st_nlink == 1
 
 
 def special_entries(folder: Path) -> list[Path]:

@@ -291,16 +291,17 @@ class ExecuteKeepingPoints(Execute):
             error, not_run = _error("DeadKernelError", "the kernel died in this cell"), NOT_RUN
         self.log.warning(note)
         cells[died].setdefault("outputs", []).append(error)
-        self._not_run(died, not_run)
+        self._not_run(died, not_run, ran=True)
         self._observation.in_fresh_kernels(cells[:died], seconds)
 
-    def _not_run(self, first: int, why: str) -> None:
-        """The tests from cell ``first`` on earn nothing: those after it get an error output
-        (``why``), and their items of the observation (one per test cell, by grade_id) are not
-        called, so that the code that stopped the notebook does not stop the observation too."""
+    def _not_run(self, first: int, why: str, ran: bool) -> None:
+        """The tests from cell ``first`` on earn nothing: those that did not run (from ``first``,
+        or after it when it ``ran``) get an error output (``why``), and their items of the
+        observation (one per test cell, by grade_id) are not called, so that the code that
+        stopped the notebook does not stop the observation too."""
         tests = [c for c in self.nb.cells[first:] if c.cell_type == "code" and utils.is_grade(c)]
         for cell in tests:
-            if cell is not self.nb.cells[first]:
+            if not (ran and cell is self.nb.cells[first]):  # its own output says what happened
                 cell.outputs = [_error("NotRun", why)]
         self._observation.not_observed(tests)
 
@@ -318,9 +319,7 @@ class ExecuteKeepingPoints(Execute):
         note = OUT_OF_TIME.format(name)
         self._stopped(note)
         self.log.warning(note)
-        if cell.cell_type == "code" and utils.is_grade(cell):
-            cell.outputs = [_error("NotRun", NOT_RUN_OUT_OF_TIME)]
-        self._not_run(index, NOT_RUN_OUT_OF_TIME)
+        self._not_run(index, NOT_RUN_OUT_OF_TIME, ran=False)
 
     def _stop_runaways(self) -> None:
         """After a cell was interrupted at its time limit: the notebook's function that was

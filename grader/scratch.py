@@ -52,12 +52,19 @@ def _remove(folder: Path) -> None:
 
 
 def copy_without_links(source: Path, target: Path) -> None:
-    """Copy a folder that student code wrote into, leaving out every symbolic link, device,
-    pipe and socket (never opened, never followed)."""
+    """Copy a folder that student code wrote into, leaving out every entry that is neither a
+    folder nor a plain file (never opened, never followed)."""
     shutil.copytree(source, target, ignore=_special)
 
 
+def is_plain_file(path: Path) -> bool:
+    """A regular file with one name (no link, device, pipe, socket or second hard link)."""
+    info = os.lstat(path)
+    return stat.S_ISREG(info.st_mode) and info.st_nlink == 1
+
+
 def _special(folder: str, names: list[str]) -> list[str]:
-    kept = (stat.S_ISREG, stat.S_ISDIR)
-    modes = {name: os.lstat(os.path.join(folder, name)).st_mode for name in names}
-    return [name for name, mode in modes.items() if not any(is_kind(mode) for is_kind in kept)]
+    paths = {name: Path(folder, name) for name in names}
+    return [
+        n for n, p in paths.items() if not (p.is_dir() and not p.is_symlink() or is_plain_file(p))
+    ]

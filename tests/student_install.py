@@ -69,6 +69,18 @@ def fresh_environment(folder: Path, wheel: Path, constraints: Path) -> Path:
     return python
 
 
+def lower_bounds_but_torch(folder: Path) -> Path:
+    """A constraints file in ``folder``: the student part's lowest requirements
+    (student/lower-bounds.txt) with torch at the instructor's pin, which pip takes from local
+    disk (torch 2.11 from PyPI is a CUDA build of several GB; ``make student-lower-bounds``
+    installs it)."""
+    pinned = [line for line in CONSTRAINTS.read_text().splitlines() if line.startswith("torch==")]
+    lines = [line for line in LOWER_BOUNDS.read_text().splitlines() if not line.startswith("torch")]
+    path = folder / "lower-bounds-but-torch.txt"
+    path.write_text("\n".join([*lines, *pinned]) + "\n")
+    return path
+
+
 def notebook_plan(source: Path, release: Path) -> list[dict]:
     """The cells that run in a student's copy of one notebook, with the reference solutions:
     given cells and visible tests from the release, solution cells from the source."""

@@ -187,11 +187,20 @@ def test_no_function_of_the_wheel_is_a_reference_or_an_answer(wheel: Path) -> No
 
 @pytest.mark.deep
 @pytest.mark.slow  # a fresh virtual environment: about 3 minutes, mostly pip
+@pytest.mark.parametrize("requirements", ["instructor's pins", "lowest but torch"])
 def test_the_student_part_alone_passes_every_visible_test(
-    wheel: Path, tmp_path_factory: pytest.TempPathFactory
+    wheel: Path, tmp_path_factory: pytest.TempPathFactory, requirements: str
 ) -> None:
+    """With the instructor's exact pins, and with the lowest version that student/pyproject.toml
+    admits of each requirement but torch (student/lower-bounds.txt; torch stays at the pin, see
+    ``student_install.lower_bounds_but_torch``)."""
     folder = tmp_path_factory.mktemp("student")
-    python = student_install.fresh_environment(folder / "venv", wheel, student_install.CONSTRAINTS)
+    constraints = (
+        student_install.CONSTRAINTS
+        if requirements == "instructor's pins"
+        else student_install.lower_bounds_but_torch(folder)
+    )
+    python = student_install.fresh_environment(folder / "venv", wheel, constraints)
     for module in ("grader", "judge", "nbgrader", "dask", "psycopg2", "jupyterhub", "tests"):
         code = f"import importlib.util as u; print(u.find_spec({module!r}))"
         found = subprocess.run(

@@ -213,6 +213,17 @@ def test_the_check_finds_an_answer_given_too_early() -> None:
 # phrases must now catch it, so the same leak cannot come back unnoticed.
 FOUND_LEAKS = [
     (
+        "a_masks",
+        "q_position_kinds",
+        "T5 learns one scalar per head and per bucket of offsets, added to the score of the pair "
+        "before the softmax.",
+    ),
+    (
+        "b_attention",
+        "q_layer_norm",
+        "In post-norm the same stream is normalised after every addition.",
+    ),
+    (
         "e_pretraining",
         "q_two_tasks",
         "Next-word prediction rewards what helps to guess the next word: which words follow "

@@ -12,8 +12,9 @@ Two ways to learn the same merges, each timed once on one core:
   pair.
 
 The words are those of the notebook's full mode (``experiment.word_counts`` of every training
-line). The last line says whether both ways learned the same merges. Figures depend on what else
-runs on the machine: the first line prints the load average, compare rows of one run.
+line). The last line says whether both ways learned the same merges. Each row gives the wall time
+and the CPU time of this process: on a busy machine the wall time grows with the load (printed
+first), the CPU time much less; compare rows of one run.
 """
 
 from __future__ import annotations
@@ -72,11 +73,11 @@ def reference_merges() -> Merges:
     return space["bpe_merges"]
 
 
-def timed(function: Merges, counts: dict[str, int], merges: int) -> tuple[list, float]:
-    """The merges learned and the seconds they took."""
-    start = time.perf_counter()
+def timed(function: Merges, counts: dict[str, int], merges: int) -> tuple[list, float, float]:
+    """The merges learned, the wall seconds and the CPU seconds they took."""
+    wall, cpu = time.perf_counter(), time.process_time()
     learned = function(counts, merges)
-    return learned, time.perf_counter() - start
+    return learned, time.perf_counter() - wall, time.process_time() - cpu
 
 
 def main() -> None:
@@ -93,8 +94,8 @@ def main() -> None:
         ("recount every pair", recount_merges),
         ("notebook's reference", reference_merges()),
     ):
-        results[name], seconds = timed(function, counts, args.merges)
-        print(f"{name:<22} {seconds:6.1f} s")
+        results[name], wall, cpu = timed(function, counts, args.merges)
+        print(f"{name:<22} {wall:6.1f} s wall, {cpu:6.1f} s CPU")
     same = len(set(map(tuple, results.values()))) == 1
     print("the same merges in the same order" if same else "the merges DIFFER")
 

@@ -47,7 +47,6 @@ PRELOAD = [
     "course.device",
     "course.plots",
 ]
-TORCH_DEFAULT_SEED = 67280421310721  # torch's default generator in a fresh process
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
@@ -175,7 +174,7 @@ def _fresh_state(request: dict) -> None:
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed()
     if "torch" in sys.modules:
-        sys.modules["torch"].manual_seed(TORCH_DEFAULT_SEED)
+        sys.modules["torch"].seed()  # torch 2.13 seeds a fresh process from the OS too
 
 
 def _run_kernel(request: dict, status: int) -> None:

@@ -142,7 +142,9 @@ class WarmPool:
         """A ready zygote for one submission (a new one if the last one died)."""
         zygote = self.free.get()
         try:
-            if not zygote.alive():
+            if not zygote.alive():  # say why, then start another
+                code, error = zygote.process.returncode, _output(zygote.process).strip()
+                print(f"warm worker ended ({code}), restarted: {error[-500:]}", file=sys.stderr)
                 zygote.close()
                 zygote = self._new()
             zygote.ready()

@@ -26,7 +26,10 @@ import pytest
 from nbclient import NotebookClient
 from traitlets.config import Config
 
+from grader import demo, pipeline
 from grader.warm import WarmKernelManager, WarmPool, Zygote
+from tests.conftest import class_outcome, make_course_copy
+from tests.test_adversarial import ASSIGNMENT, MASK, NOTEBOOK, WRONG_MASK, append_code
 
 MB = 2**20
 STATUS = "dict(l.split(':', 1) for l in open('/proc/self/status'))"
@@ -85,6 +88,7 @@ def zygote() -> Iterator[Zygote]:
     try:
         with pool.worker() as one:
             yield one
+            assert one.alive(), "the zygote died while serving the module's kernels"
     finally:
         pool.close()
 
@@ -295,3 +299,51 @@ def test_a_killed_nbgrader_takes_its_kernel_with_it(zygote: Zygote) -> None:
 
     asyncio.run(scenario())
     assert gone("1000.75"), "the kernel outlived the nbgrader process that started it"
+
+
+# -- through `course autograde --warm`: one worker, one submission after the other -------------
+
+# The first submission: the reference mask, then everything it can leave behind.
+LEAVES = LEAVE.replace("print(before)", "")
+# The second: the reference mask only if nothing was left; a wrong one (points lost) otherwise.
+LOOKS = f"""
+import os, sys, threading
+import torch, torch.nn.functional as F, course.mode
+_left = [
+    F.softmax(torch.zeros(2), dim=0).tolist() != [0.5, 0.5],
+    course.mode.under_nbgrader() == "patched",
+    "planted_module" in sys.modules,
+    os.path.exists("/tmp/planted.txt") or os.path.exists("/dev/shm/planted.txt"),
+    "PLANTED" in os.environ,
+    any(t.name == "planted-thread" for t in threading.enumerate()),
+    torch.initial_seed() == 1,
+]
+if any(_left):
+    {WRONG_MASK.replace(chr(10), chr(10) + "    ")}
+"""
+
+
+@pytest.mark.slow
+def test_a_graded_submission_finds_nothing_of_the_one_before(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """One worker grades "a_leaves" then "b_looks" warm: every score, flag and status as graded
+    cold, and "b_looks" gets the reference's full marks (it found nothing left)."""
+    root = make_course_copy(tmp_path_factory.mktemp("warm") / "course")
+    pipeline.release(root, ASSIGNMENT)
+    demo.build_class(root, ASSIGNMENT)
+    reference = root / "submitted" / "reference" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    edits = {"a_leaves": append_code(MASK, LEAVES), "b_looks": append_code(MASK, LOOKS)}
+    for student, edit in edits.items():
+        target = root / "submitted" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+        target.parent.mkdir(parents=True)
+        nbformat.write(edit(nbformat.read(str(reference), as_version=4)), str(target))
+    students = ["a_leaves", "b_looks", "reference"]
+    pipeline.autograde(root, ASSIGNMENT, jobs=1, students=students, warm=True)
+    warm = class_outcome(root, ASSIGNMENT, NOTEBOOK, students)
+    pipeline.autograde(root, ASSIGNMENT, jobs=1, students=students)
+    cold = class_outcome(root, ASSIGNMENT, NOTEBOOK, students)
+    assert warm == cold
+    assert warm["b_looks"] == warm["reference"]
+    assert warm["reference"][1:] == (False, "graded")
+    assert not marked("1000.25"), "the first submission's process outlived its grading"

@@ -21,6 +21,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -98,14 +99,7 @@ def run(job: GradingJob, student: str, scratch: Path, seed: int, zygote: Path | 
     start = time.perf_counter()
     # The limits are set by a wrapper that becomes nbgrader (exec), not by preexec_fn, which is
     # unsafe in a process with threads: process.pid is nbgrader's own id (see kill_tree).
-    process = subprocess.Popen(
-        command(job, student, scratch, seed, zygote),
-        cwd=scratch,
-        env=job.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    process = launch(job, command(job, student, scratch, seed, zygote), scratch, zygote)
     RUNNING.add(process.pid)
     try:
         log, _ = process.communicate(timeout=job.times.submission_seconds)
@@ -126,6 +120,23 @@ def run(job: GradingJob, student: str, scratch: Path, seed: int, zygote: Path | 
     # What the course's preprocessors (nbgrader_config.py) did, for the report.
     notes = notes_file(scratch)
     return Run(True, seconds, "; ".join(read_notes(notes)), stopped_notebooks(notes))
+
+
+def launch(job: GradingJob, line: list[str], scratch: Path, zygote: Path | None) -> Any:
+    """The nbgrader process of ``line`` (a Popen), or, warm, one forked by the run's
+    :class:`grader.forkserver.ForkServer` (same arguments, folder, environment and limits)."""
+    if zygote is None or job.warm is None:
+        return subprocess.Popen(
+            line,
+            cwd=scratch,
+            env=job.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+    limits = [job.limits.memory_mb, job.limits.file_size_mb, job.limits.processes]
+    arguments = line[line.index("grader.nbgrader_main") + 1 :]
+    return job.warm.nbgrader.spawn(arguments, scratch, job.env, limits)
 
 
 def notes_file(scratch: Path) -> Path:

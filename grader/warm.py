@@ -44,6 +44,7 @@ from pathlib import Path
 
 from traitlets import Unicode
 
+from grader.forkserver import ForkServer
 from grader.kernels import SandboxedKernelManager
 from grader.limits import Limits
 from grader.paths import CourseError
@@ -125,6 +126,7 @@ class WarmPool:
         self.folder = Path(tempfile.mkdtemp(prefix="course-warm-"))
         self.env = {**sandbox_env(ENV_ALLOW), **_only(env)}
         self.tmp_size_mb = tmp_size_mb
+        self.nbgrader = ForkServer()  # each submission's nbgrader forked warm too
         self.free: queue.Queue[Zygote] = queue.Queue()
         self._count = 0
         self._lock = threading.Lock()
@@ -156,6 +158,7 @@ class WarmPool:
         """Stop every zygote and remove the pool's folder."""
         while not self.free.empty():
             self.free.get().close()
+        self.nbgrader.close()
         shutil.rmtree(self.folder, ignore_errors=True)
 
 

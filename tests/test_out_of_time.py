@@ -56,7 +56,8 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     saved = os.environ.get("COURSE_SUBMISSION_SECONDS")
     os.environ["COURSE_SUBMISSION_SECONDS"] = "90"  # the cells' limit stays C's own (30 s)
     try:
-        pipeline.autograde(root, ASSIGNMENT, jobs=2)
+        # COURSE_TEST_WARM=1: the same class through `course autograde --warm` (grader/warm.py)
+        pipeline.autograde(root, ASSIGNMENT, jobs=2, warm=os.environ.get("COURSE_TEST_WARM") == "1")
     finally:
         os.environ.pop("COURSE_SUBMISSION_SECONDS")
         if saved is not None:

@@ -27,6 +27,7 @@ from nbclient import NotebookClient
 from traitlets.config import Config
 
 from grader import demo, pipeline
+from grader.forkserver import ForkServer
 from grader.warm import WarmKernelManager, WarmPool, Zygote
 from tests.conftest import class_outcome, make_course_copy
 from tests.test_adversarial import ASSIGNMENT, MASK, NOTEBOOK, WRONG_MASK, append_code
@@ -347,3 +348,25 @@ def test_a_graded_submission_finds_nothing_of_the_one_before(
     assert warm["b_looks"] == warm["reference"]
     assert warm["reference"][1:] == (False, "graded")
     assert not marked("1000.25"), "the first submission's process outlived its grading"
+
+
+def test_the_forked_nbgrader_runs_with_the_given_folder_environment_and_limits(
+    tmp_path: Path,
+) -> None:
+    """grader/forkserver.py: a forked nbgrader gets the arguments, folder and environment asked
+    for (nbgrader's --version, a config file in the folder that reads them) and the rlimits."""
+    (tmp_path / "nbgrader_config.py").write_text(
+        "import os, resource\n"
+        "print('env', os.environ.get('WARM_PROBE'), 'cwd', os.getcwd(), 'fsize',"
+        " resource.getrlimit(resource.RLIMIT_FSIZE)[0] // 2**20)\n"
+    )
+    server = ForkServer()
+    try:
+        run = server.spawn(
+            ["list"], tmp_path, {"WARM_PROBE": "yes", "PATH": "/usr/bin"}, [8192, 7, 512]
+        )
+        log, _ = run.communicate(timeout=120)
+    finally:
+        server.close()
+    assert f"env yes cwd {tmp_path} fsize 7" in log, log
+    assert run.returncode == 0, log

@@ -6,7 +6,8 @@ Grades one demo class (default: the representative class of ``course demo``; ``-
 all``: every demo student) in scratch copies of the course, in one run:
 
 - bare ``nbgrader autograde`` (one process for the class, nbgrader's own config: no sandbox, no
-  limits, no judge, nbgrader's default kernel);
+  limits, no judge, nbgrader's default kernel), and ``nbgrader autograde`` with the course's
+  config but neither the sandbox nor the judge (one process for the class);
 - ``course autograde`` with kernels started cold in bubblewrap, and with ``--warm`` (kernels
   forked from a zygote per worker, grader/warm.py), at each ``--jobs``.
 
@@ -32,6 +33,10 @@ from grader import demo, grading, pipeline, report
 from grader.paths import release_notebooks, use_this_python
 
 REPO = Path(__file__).resolve().parents[1]
+PLAIN_COURSE = [
+    "--Execute.kernel_manager_class=grader.kernels.IsolatedKernelManager",
+    "--VerifyPoints.enabled=False",
+]
 BARE_CONFIG = """c = get_config()  # noqa: F821
 c.CourseDirectory.course_id = "transformers"
 c.CourseDirectory.root = {root!r}
@@ -83,9 +88,9 @@ class JudgeTimer:
         grading.verification.judge_notebooks = self._judge
 
 
-def bare(root: Path, assignment: str, students: list[str]) -> float:
-    """Seconds of one ``nbgrader autograde`` of the class (bare: nbgrader's config only)."""
-    command = [sys.executable, "-m", "nbgrader", "autograde", assignment, "--force"]
+def bare(root: Path, assignment: str, students: list[str], *flags: str) -> float:
+    """Seconds of one ``nbgrader autograde`` of the class in ``root`` (with ``flags``)."""
+    command = [sys.executable, "-m", "nbgrader", "autograde", assignment, "--force", *flags]
     env = {**os.environ, "NBGRADER_EXECUTION": "autograde"}
     command += ["--CourseDirectory.root=" + str(root)]
     start = time.perf_counter()
@@ -151,6 +156,10 @@ def main() -> None:
         print(f"{a}: {n} submissions, {os.cpu_count()} CPU cores, load {os.getloadavg()[0]:.2f}")
         bare_seconds = bare(plain, a, students)
         print(line("bare nbgrader autograde", bare_seconds, n, 1))
+        # The course's nbgrader_config.py without the sandbox and the judge (the course's
+        # preprocessors and time limits kept): one nbgrader process for the class.
+        plain_course = bare(root, a, students, *PLAIN_COURSE)
+        print(line("nbgrader autograde, course config*", plain_course, n, 1))
         cold_outcome, warm_one = None, None
         for jobs in args.jobs:
             for warm in (False, True):
@@ -168,6 +177,8 @@ def main() -> None:
             print(
                 f"warm at one worker / bare nbgrader: {warm_one / bare_seconds:.2f} (goal <= 0.5)"
             )
+            print(f"warm at one worker / nbgrader, course config*: {warm_one / plain_course:.2f}")
+        print("* no sandbox (IsolatedKernelManager), no judge (VerifyPoints off)")
         print("warm scores, flags and statuses equal to cold: see DIFFERENT lines (none: equal)")
 
 

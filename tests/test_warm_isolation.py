@@ -362,9 +362,9 @@ def test_the_forked_nbgrader_runs_with_the_given_folder_environment_and_limits(
     )
     server = ForkServer()
     try:
-        run = server.spawn(
-            ["list"], tmp_path, {"WARM_PROBE": "yes", "PATH": "/usr/bin"}, [8192, 7, 512]
-        )
+        arguments = ["list", f"--Exchange.root={tmp_path}"]  # an exchange it may write
+        env = {"WARM_PROBE": "yes", "PATH": "/usr/bin"}
+        run = server.spawn(arguments, tmp_path, env, [8192, 7, 512])
         log, _ = run.communicate(timeout=120)
     finally:
         server.close()

@@ -34,8 +34,8 @@ def _jobs_default() -> int:
 
 
 WARM_HELP = (
-    "fork each kernel from a zygote per worker that has imported torch and the course once, in "
-    "the same sandbox (faster; grader/warm.py)"
+    "fork each kernel (in the same sandbox) and each nbgrader process from warm workers that "
+    "imported torch, the course and nbgrader once (faster; grader/warm.py)"
 )
 UNSAFE_HELP = (
     "grade without the bubblewrap sandbox (where bwrap is missing, e.g. macOS): student code "
@@ -86,6 +86,7 @@ def parser() -> argparse.ArgumentParser:
         "correct style and a few named mistakes per assignment)",
     )
     p.add_argument("--unsafe-no-sandbox", action="store_true", help=UNSAFE_HELP)
+    p.add_argument("--warm", action="store_true", help=WARM_HELP)
 
     p = sub.add_parser("check", help="run a notebook's tests and explain each failure")
     p.add_argument("notebook", type=Path)
@@ -168,7 +169,12 @@ def run(args: argparse.Namespace) -> int:
         chosen = args.assignments or assignments(root)
         choose = None if args.all else lambda a, students: demo.representative(root, a, students)
         demo.run(
-            root, chosen, jobs=args.jobs, unsafe_no_sandbox=args.unsafe_no_sandbox, choose=choose
+            root,
+            chosen,
+            jobs=args.jobs,
+            unsafe_no_sandbox=args.unsafe_no_sandbox,
+            choose=choose,
+            warm=args.warm,
         )
     return 0
 

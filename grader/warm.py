@@ -23,6 +23,8 @@ were never touched by student code. What stays shared by design: the zygote's ha
 (str hashes), like PYTHONHASHSEED, and what the zygote imported before any submission.
 Interrupts go by message (as in the sandbox); shutdown and the deadline kill the namespace
 (the zygote also kills a kernel whose nbgrader connection closed: a killed nbgrader).
+The pool also holds the run's :class:`grader.forkserver.ForkServer`, which forks each
+submission's nbgrader process (trusted, outside the sandbox) from one that imported nbgrader.
 """
 
 from __future__ import annotations

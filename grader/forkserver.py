@@ -141,7 +141,7 @@ class ForkServer:
 
 def _child(request: dict, output: int) -> None:
     """The forked nbgrader process."""
-    from grader import nbgrader_main, rlimits
+    from grader import nbgrader_main, rlimits  # loaded by the server already (PRELOAD)
 
     try:
         os.setsid()
@@ -165,7 +165,7 @@ def _child(request: dict, output: int) -> None:
 
 def serve(path: str) -> None:
     """Preload, then fork one nbgrader per request until the grader ends."""
-    from grader import nbgrader_main
+    from grader import nbgrader_main  # in the server, first: it keeps a slow import out
 
     nbgrader_main.skip_slow_imports()
     for name in PRELOAD:

@@ -151,7 +151,7 @@ def _drop_capabilities() -> None:
 
 
 def _rlimits(memory_mb: int, file_size_mb: int, processes: int) -> None:
-    import resource
+    import resource  # only in a kernel's process, after the fork
 
     mb = 2**20
     resource.setrlimit(resource.RLIMIT_AS, (memory_mb * mb, memory_mb * mb))
@@ -188,7 +188,7 @@ def _run_kernel(request: dict, status: int) -> None:
         signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
     code = 0
     try:
-        from ipykernel import kernelapp
+        from ipykernel import kernelapp  # preloaded by the zygote (PRELOAD)
 
         kernelapp.launch_new_instance(argv=["-f", request["connection_file"]])
     except SystemExit as stop:

@@ -128,12 +128,16 @@ class WarmPool:
         self.folder = Path(tempfile.mkdtemp(prefix="course-warm-"))
         self.env = {**sandbox_env(ENV_ALLOW), **_only(env)}
         self.tmp_size_mb = tmp_size_mb
-        self.nbgrader = ForkServer()  # each submission's nbgrader forked warm too
         self.free: queue.Queue[Zygote] = queue.Queue()
         self._count = 0
         self._lock = threading.Lock()
-        for _ in range(max(1, workers)):
-            self.free.put(self._new())
+        self.nbgrader = ForkServer()  # each submission's nbgrader forked warm too
+        try:
+            for _ in range(max(1, workers)):
+                self.free.put(self._new())
+        except BaseException:  # bwrap missing, say: nothing of the pool is left behind
+            self.close()
+            raise
 
     def _new(self) -> Zygote:
         with self._lock:

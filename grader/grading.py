@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,14 +52,9 @@ def grade_one(job: GradingJob, student: str) -> tuple[Graded, bytes | None]:
     if not any((submitted / f"{n}.ipynb").is_file() for n in release_notebooks(root, assignment)):
         message = "no notebook of the assignment in the submission"
         return Graded(student, False, 0.0, message, notebook_events(job, student)), None
-    with ExitStack() as stack:
-        zygote = stack.enter_context(job.warm.worker()) if job.warm else None
-        parent = zygote.root if zygote else None
-        folder = stack.enter_context(
-            scratch.scratch_course(root, assignment, student, job.gradebook, parent)
-        )
+    with scratch.scratch_course(root, assignment, student, job.gradebook) as folder:
         seed = verification.seed_for(assignment, job.judge)
-        run = nbgrader_run.run(job, student, folder, seed, zygote.socket if zygote else None)
+        run = nbgrader_run.run(job, student, folder, seed)
         if not run.ok:
             return not_graded(root, assignment, student, run.message, run.seconds), b""
         graded_folder = folder / "autograded" / student / assignment

@@ -306,7 +306,7 @@ def scratch_folders() -> set[Path]:
     """The temporary folders of grading runs and kernel sandboxes that exist now (in this test
     process's temporary folder: its own under pytest-xdist, see tests/conftest.py)."""
     tmp = Path(tempfile.gettempdir())
-    return {*tmp.glob("course-grade-*"), *tmp.glob("course-sandbox-*"), *tmp.glob("course-warm-*")}
+    return {*tmp.glob("course-grade-*"), *tmp.glob("course-sandbox-*")}
 
 
 @pytest.fixture(scope="module")
@@ -342,9 +342,7 @@ def adversarial_class(tmp_path_factory: pytest.TempPathFactory) -> Path:
     os.environ.update(limits)
     try:
         SCRATCH_BEFORE.update(scratch_folders())
-        # COURSE_TEST_WARM=1: the same class through `course autograde --warm` (grader/warm.py)
-        warm = os.environ.get("COURSE_TEST_WARM") == "1"
-        pipeline.autograde(root, ASSIGNMENT, jobs=2, students=[*CASES, *HONEST], warm=warm)
+        pipeline.autograde(root, ASSIGNMENT, jobs=2, students=[*CASES, *HONEST])
     finally:
         for key, value in saved.items():
             if value is None:

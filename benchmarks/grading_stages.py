@@ -90,10 +90,10 @@ def install(timer: Timer) -> None:
         )
     run, judge_notebooks, examine, merge, scratch_course = ORIGINALS
 
-    def timed_run(job, student, folder, seed):  # noqa: ANN001, ANN202
+    def timed_run(job, student, folder, seed, zygote=None):  # noqa: ANN001, ANN202
         start = time.time()
         timer.marks[student]["grading_started"] = start  # the scratch course is ready
-        result = run(job, student, folder, seed)
+        result = run(job, student, folder, seed, zygote)
         timer.marks[student]["nbgrader"] = (start, time.time())
         return result
 
@@ -121,8 +121,8 @@ def install(timer: Timer) -> None:
         timer.add(graded.student, "merge", time.perf_counter() - start)
 
     class TimedScratch:
-        def __init__(self, root, assignment, student, gradebook):  # noqa: ANN001
-            self.inner = scratch_course(root, assignment, student, gradebook)
+        def __init__(self, root, assignment, student, gradebook, parent=None):  # noqa: ANN001
+            self.inner = scratch_course(root, assignment, student, gradebook, parent)
             self.student = student
 
         def __enter__(self):  # noqa: ANN204
@@ -250,8 +250,8 @@ def as_before(enabled: bool) -> None:
     if not hasattr(as_before, "command"):
         as_before.command = nbgrader_run.command
 
-    def before(job, student, scratch, seed):  # noqa: ANN001, ANN202
-        line = as_before.command(job, student, scratch, seed)
+    def before(job, student, scratch, seed, zygote=None):  # noqa: ANN001, ANN202
+        line = as_before.command(job, student, scratch, seed, zygote)
         line = [part for part in line if part != "--Execute.shutdown_kernel=immediate"]
         return [("nbgrader" if part == "grader.nbgrader_main" else part) for part in line]
 

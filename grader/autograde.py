@@ -12,10 +12,12 @@ the one assignment (:func:`grader.gradebook.snapshot`).
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from grader import gradebook, grading, limits, sandbox
 from grader.cluster import grade_class
@@ -31,6 +33,9 @@ from grader.paths import (
 )
 from grader.verification import Judge
 
+if TYPE_CHECKING:
+    from grader.warm import WarmPool
+
 
 def autograde(
     root: Path,
@@ -40,6 +45,7 @@ def autograde(
     progress: Callable[[Graded], None] | None = None,
     unsafe_no_sandbox: bool = False,
     cluster: str | None = None,
+    warm: bool = False,
 ) -> list[Graded]:
     """Autograde every submission of ``assignment`` (or the given students), ``jobs`` at a time.
 
@@ -52,11 +58,16 @@ def autograde(
 
     With ``cluster`` (a Dask scheduler's address, or ``local:N``) the submissions are graded
     on Dask workers instead, in the same sandbox, and merged here (:mod:`grader.cluster`).
+    With ``warm``, each worker's kernels are forked from a preloaded zygote (:mod:`grader.warm`).
     """
     if cluster is None:
         each = (lambda _assignment, graded: progress(graded)) if progress else None
         classes = {assignment: students}
-        return autograde_classes(root, classes, jobs, each, unsafe_no_sandbox)[assignment]
+        return autograde_classes(root, classes, jobs, each, unsafe_no_sandbox, warm=warm)[
+            assignment
+        ]
+    if warm:
+        raise CourseError("--warm grades on this machine: it does not go with a Dask cluster")
     url = db_url(root)
     _check(root, assignment, url)
     chosen = _chosen(root, assignment, students)
@@ -74,6 +85,7 @@ def autograde_classes(
     progress: Callable[[str, Graded], None] | None = None,
     unsafe_no_sandbox: bool = False,
     finished: Callable[[str], None] | None = None,
+    warm: bool = False,
 ) -> dict[str, list[Graded]]:
     """Autograde several assignments on this machine in one pool of ``jobs`` workers.
 
@@ -82,18 +94,42 @@ def autograde_classes(
     (`course demo` grades five students of each; by assignments, one worker of two idled at
     the end of each). ``progress(assignment, graded)`` is called as each student is merged and
     ``finished(assignment)`` when an assignment's last student is (`course demo` writes its
-    feedback then, while the workers go on). Returns the :class:`Graded` of each assignment.
+    feedback then, while the workers go on). With ``warm``, one zygote per worker forks the
+    kernels (:mod:`grader.warm`). Returns the :class:`Graded` of each assignment.
     """
+    if warm and unsafe_no_sandbox:
+        raise CourseError("--warm forks each kernel into the sandbox: drop --unsafe-no-sandbox")
     url = db_url(root)
     main_dbs = {assignment: _check(root, assignment, url) for assignment in classes}
     chosen = {assignment: _chosen(root, assignment, s) for assignment, s in classes.items()}
     _prepare(unsafe_no_sandbox)
-    with tempfile.TemporaryDirectory(prefix="course-snapshot-") as folder:
+    with (
+        tempfile.TemporaryDirectory(prefix="course-snapshot-") as folder,
+        _pool(warm, jobs) as pool,
+    ):
         job_of = {
-            a: _job(root, a, url, Path(folder), jobs, not unsafe_no_sandbox, main_dbs[a])
+            a: replace(
+                _job(root, a, url, Path(folder), jobs, not unsafe_no_sandbox, main_dbs[a]),
+                warm=pool,
+            )
             for a in classes
         }
         return grade_here(job_of, chosen, jobs, url, progress, finished)
+
+
+@contextmanager
+def _pool(warm: bool, jobs: int) -> Iterator[WarmPool | None]:
+    """One warm zygote per worker (``warm``), stopped when grading ends; else None."""
+    if not warm:
+        yield None
+        return
+    from grader.warm import WarmPool  # jupyter_client: only when asked for
+
+    pool = WarmPool(max(1, jobs), worker_env(jobs))
+    try:
+        yield pool
+    finally:
+        pool.close()
 
 
 def _prepare(unsafe_no_sandbox: bool) -> None:

@@ -101,6 +101,7 @@ def run(
     say: Callable[[str], None] = print,
     unsafe_no_sandbox: bool = False,
     choose: Callable[[str, list[str]], list[str]] | None = None,
+    warm: bool = False,
 ) -> Path:
     """Release, build the demo class, autograde in parallel, write feedback and the grade table.
 
@@ -108,7 +109,7 @@ def run(
     graded in one pool of ``jobs`` workers, and each assignment's feedback is written as soon
     as its last student is graded. ``choose(assignment, students)`` picks the students to
     grade (default: all of them; ``course demo`` passes :func:`representative` unless
-    ``--all``).
+    ``--all``). ``warm``: kernels and nbgrader forked from warm workers (:mod:`grader.warm`).
     """
     classes = {}
     for assignment in assignments:
@@ -129,6 +130,7 @@ def run(
         progress=lambda a, g: say(_graded_line(a, g)),
         unsafe_no_sandbox=unsafe_no_sandbox,
         finished=feedback,
+        warm=warm,
     )
     failed = [f"{a}/{g.student}" for a, graded in results.items() for g in graded if not g.ok]
     if failed:

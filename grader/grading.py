@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,9 +53,14 @@ def grade_one(job: GradingJob, student: str) -> tuple[Graded, bytes | None]:
     if not any((submitted / f"{n}.ipynb").is_file() for n in release_notebooks(root, assignment)):
         message = "no notebook of the assignment in the submission"
         return Graded(student, False, 0.0, message, notebook_events(job, student)), None
-    with scratch.scratch_course(root, assignment, student, job.gradebook) as folder:
+    with ExitStack() as stack:
+        zygote = stack.enter_context(job.warm.worker()) if job.warm else None
+        parent = zygote.root if zygote else None
+        folder = stack.enter_context(
+            scratch.scratch_course(root, assignment, student, job.gradebook, parent)
+        )
         seed = verification.seed_for(assignment, job.judge)
-        run = nbgrader_run.run(job, student, folder, seed)
+        run = nbgrader_run.run(job, student, folder, seed, zygote.socket if zygote else None)
         if not run.ok:
             return not_graded(root, assignment, student, run.message, run.seconds), b""
         graded_folder = folder / "autograded" / student / assignment

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from grader.limits import Limits, TimeLimits
 from grader.verification import Judge
+
+if TYPE_CHECKING:
+    from grader.warm import WarmPool
 
 
 @dataclass(frozen=True)
@@ -27,3 +31,4 @@ class GradingJob:
     env: dict[str, str]  # environment of the nbgrader process (grader.nbgrader_run.worker_env)
     sandboxed: bool = True  # the kernel in bubblewrap (grader.kernels.SandboxedKernelManager)
     judge: Judge | None = None  # None: no trusted verification (grader.verification)
+    warm: WarmPool | None = None  # kernels forked from a zygote per worker (grader.warm)

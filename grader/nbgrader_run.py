@@ -21,6 +21,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -34,6 +35,7 @@ DEADLINE_MARGIN = 10  # seconds of the submission's time limit kept for nbgrader
 # The kernel of every graded notebook runs in bubblewrap (grader/kernels.py) unless the
 # instructor asks for --unsafe-no-sandbox.
 SANDBOXED_KERNEL = "--Execute.kernel_manager_class=grader.kernels.SandboxedKernelManager"
+WARM_KERNEL = "--Execute.kernel_manager_class=grader.warm.WarmKernelManager"
 UNSANDBOXED_KERNEL = "--Execute.kernel_manager_class=grader.kernels.IsolatedKernelManager"
 
 
@@ -54,8 +56,11 @@ class Run:
     stopped: set[str] = field(default_factory=set)  # notebooks with a cell that ran away
 
 
-def command(job: GradingJob, student: str, scratch: Path, seed: int) -> list[str]:
-    """The command line grading ``student`` in ``scratch``, behind the limits' wrapper."""
+def command(
+    job: GradingJob, student: str, scratch: Path, seed: int, zygote: Path | None = None
+) -> list[str]:
+    """The command line grading ``student`` in ``scratch``, behind the limits' wrapper
+    (``zygote``: the socket of the warm worker that forks the kernels, :mod:`grader.warm`)."""
     url = f"sqlite:///{scratch / 'gradebook.db'}"
     # nbgrader's command line, started and ended faster (grader/nbgrader_main.py)
     nbgrader = [sys.executable, "-m", "grader.nbgrader_main", "autograde", job.assignment]
@@ -63,7 +68,10 @@ def command(job: GradingJob, student: str, scratch: Path, seed: int) -> list[str
     # After the observation nothing more is asked of the kernel: stop it at once (a graceful
     # stop waited a second or more for the kernel to exit).
     nbgrader += ["--Execute.shutdown_kernel=immediate"]
-    if job.sandboxed:  # the kernel's sockets live in the scratch course, removed with it
+    if job.sandboxed and zygote is not None:  # forked by the warm worker, in the same sandbox
+        nbgrader += [WARM_KERNEL, f"--WarmKernelManager.zygote={zygote}"]
+        nbgrader += [f"--SandboxedKernelManager.socket_root={scratch}"]
+    elif job.sandboxed:  # the kernel's sockets live in the scratch course, removed with it
         nbgrader += [SANDBOXED_KERNEL, f"--SandboxedKernelManager.socket_root={scratch}"]
     else:  # nbgrader_config.py names the sandbox: only this flag grades without it
         nbgrader += [UNSANDBOXED_KERNEL]
@@ -82,22 +90,16 @@ def command(job: GradingJob, student: str, scratch: Path, seed: int) -> list[str
     return rlimits.wrap(nbgrader, limits.memory_mb, limits.file_size_mb, limits.processes)
 
 
-def run(job: GradingJob, student: str, scratch: Path, seed: int) -> Run:
-    """Autograde ``student`` in ``scratch`` (``seed``: of the trusted verification, 0: none).
+def run(job: GradingJob, student: str, scratch: Path, seed: int, zygote: Path | None = None) -> Run:
+    """Autograde ``student`` in ``scratch`` (``seed``: of the trusted verification, 0: none;
+    ``zygote``: the warm worker's socket, None: a kernel started cold).
 
     The autograded notebooks are left in ``scratch/autograded/STUDENT/ASSIGNMENT``, the scores
     in ``scratch/gradebook.db``."""
     start = time.perf_counter()
     # The limits are set by a wrapper that becomes nbgrader (exec), not by preexec_fn, which is
     # unsafe in a process with threads: process.pid is nbgrader's own id (see kill_tree).
-    process = subprocess.Popen(
-        command(job, student, scratch, seed),
-        cwd=scratch,
-        env=job.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    process = launch(job, command(job, student, scratch, seed, zygote), scratch, zygote)
     RUNNING.add(process.pid)
     try:
         log, _ = process.communicate(timeout=job.times.submission_seconds)
@@ -118,6 +120,23 @@ def run(job: GradingJob, student: str, scratch: Path, seed: int) -> Run:
     # What the course's preprocessors (nbgrader_config.py) did, for the report.
     notes = notes_file(scratch)
     return Run(True, seconds, "; ".join(read_notes(notes)), stopped_notebooks(notes))
+
+
+def launch(job: GradingJob, line: list[str], scratch: Path, zygote: Path | None) -> Any:
+    """The nbgrader process of ``line`` (a Popen), or, warm, one forked by the run's
+    :class:`grader.forkserver.ForkServer` (same arguments, folder, environment and limits)."""
+    if zygote is None or job.warm is None:
+        return subprocess.Popen(
+            line,
+            cwd=scratch,
+            env=job.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+    limits = [job.limits.memory_mb, job.limits.file_size_mb, job.limits.processes]
+    arguments = line[line.index("grader.nbgrader_main") + 1 :]
+    return job.warm.nbgrader.spawn(arguments, scratch, job.env, limits)
 
 
 def notes_file(scratch: Path) -> Path:

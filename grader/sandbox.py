@@ -63,21 +63,21 @@ def sandbox_command(
             "installs it (Debian package bubblewrap); without it, grade with `course autograde "
             "--unsafe-no-sandbox`, which marks every notebook graded unprotected."
         )
+    args = [bwrap, *system_binds(etc_files, tmp_size_mb)]
+    args += ["--bind", sockets, sockets, "--bind", workdir, workdir]
+    args += ["--chdir", workdir, "--unshare-all", "--die-with-parent", "--new-session"]
+    args += ["--cap-drop", "ALL", "--clearenv"]
+    for name, value in sorted(sandbox_env(env_allow).items()):
+        args += ["--setenv", name, value]
+    return [*args, "--", *kernel]
+
+
+def system_binds(etc_files: list[str], tmp_size_mb: int) -> list[str]:
+    """bwrap's arguments for what every sandbox sees: a private ``/tmp``, and read-only the
+    system, the listed files of ``/etc``, Python, the virtualenv and ``course/``."""
     # /tmp first: the folders bound below may live under /tmp (a clone there, say).
-    args = [
-        bwrap,
-        "--size",
-        str(tmp_size_mb * 2**20),
-        "--tmpfs",
-        "/tmp",
-        "--ro-bind",
-        "/usr",
-        "/usr",
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-    ]
+    args = ["--size", str(tmp_size_mb * 2**20), "--tmpfs", "/tmp"]
+    args += ["--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev"]
     for link in ("bin", "lib", "lib64", "sbin"):
         if os.path.islink(f"/{link}"):
             args += ["--symlink", os.readlink(f"/{link}"), f"/{link}"]
@@ -86,11 +86,10 @@ def sandbox_command(
             args += ["--ro-bind", f"/etc/{entry}", f"/etc/{entry}"]
     for folder in _readable_roots():
         args += ["--ro-bind", folder, folder]
-    args += ["--bind", sockets, sockets, "--bind", workdir, workdir]
-    args += ["--chdir", workdir, "--unshare-all", "--die-with-parent", "--new-session"]
-    args += ["--cap-drop", "ALL", "--clearenv"]
+    return args
+
+
+def sandbox_env(env_allow: list[str]) -> dict[str, str]:
+    """The kernel's whole environment: HOME, PATH and the allowed variables that are set."""
     env = {"HOME": "/tmp", "PATH": f"{os.path.dirname(sys.executable)}:/usr/bin:/bin"}
-    env |= {name: os.environ[name] for name in env_allow if name in os.environ}
-    for name, value in sorted(env.items()):
-        args += ["--setenv", name, value]
-    return [*args, "--", *kernel]
+    return env | {name: os.environ[name] for name in env_allow if name in os.environ}

@@ -23,10 +23,13 @@ OPEN: set[Path] = set()  # scratch courses not yet removed
 
 
 @contextmanager
-def scratch_course(root: Path, assignment: str, student: str, gradebook: Path) -> Iterator[Path]:
+def scratch_course(
+    root: Path, assignment: str, student: str, gradebook: Path, parent: Path | None = None
+) -> Iterator[Path]:
     """A scratch course holding ``student``'s submission of ``assignment`` and a copy of
-    ``gradebook`` (as ``gradebook.db``), removed when the block ends."""
-    folder = Path(tempfile.mkdtemp(prefix="course-grade-"))
+    ``gradebook`` (as ``gradebook.db``), removed when the block ends. It is made in ``parent``
+    (default: the temporary folder; a warm worker's folder, :mod:`grader.warm`)."""
+    folder = Path(tempfile.mkdtemp(prefix="course-grade-", dir=parent))
     OPEN.add(folder)
     try:
         shutil.copy(root / "nbgrader_config.py", folder)

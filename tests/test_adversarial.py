@@ -306,7 +306,7 @@ def scratch_folders() -> set[Path]:
     """The temporary folders of grading runs and kernel sandboxes that exist now (in this test
     process's temporary folder: its own under pytest-xdist, see tests/conftest.py)."""
     tmp = Path(tempfile.gettempdir())
-    return {*tmp.glob("course-grade-*"), *tmp.glob("course-sandbox-*")}
+    return {*tmp.glob("course-grade-*"), *tmp.glob("course-sandbox-*"), *tmp.glob("course-warm-*")}
 
 
 @pytest.fixture(scope="module")
@@ -342,7 +342,9 @@ def adversarial_class(tmp_path_factory: pytest.TempPathFactory) -> Path:
     os.environ.update(limits)
     try:
         SCRATCH_BEFORE.update(scratch_folders())
-        pipeline.autograde(root, ASSIGNMENT, jobs=2, students=[*CASES, *HONEST])
+        # COURSE_TEST_WARM=1: the same class through `course autograde --warm` (grader/warm.py)
+        warm = os.environ.get("COURSE_TEST_WARM") == "1"
+        pipeline.autograde(root, ASSIGNMENT, jobs=2, students=[*CASES, *HONEST], warm=warm)
     finally:
         for key, value in saved.items():
             if value is None:

@@ -1,0 +1,289 @@
+"""A warm start per grading worker (``course autograde --warm``): kernels forked from a zygote.
+
+Design. A cold kernel pays for Python, ipykernel and torch on every submission. Here each
+worker of ``course autograde`` keeps one *zygote* (:mod:`grader.zygote`), started once inside
+bubblewrap with its own user namespace forced (``--unshare-user``: whatever capability it holds
+is one of that namespace, never the host's), and new PID, network, IPC and UTS namespaces. It
+sees what a cold kernel sees (:func:`grader.sandbox.system_binds`) plus, writable, the worker's
+own folder, where this worker's scratch courses are made. It imports torch, numpy, matplotlib,
+ipykernel and ``course``, never runs a torch op and starts no thread (fork safety), and waits.
+For each kernel nbgrader asks for (:class:`WarmKernelManager`, over the zygote's Unix socket),
+it forks a child that, before any student code, unshares new mount, PID, network, IPC and UTS
+namespaces and forks again (the kernel's parent is PID 1 of the new PID namespace), mounts a
+fresh /tmp, /dev/shm and /proc, hides the worker's folder but the submission's folder and its
+socket folder, remounts every other mount read-only, applies the rlimits, drops every
+capability (bounding and ambient sets too, and no_new_privs), closes every inherited file,
+resets the environment to the allowed list, argv, sys.path and the random state (Python's and
+numpy's reseeded from the OS, torch's to a fresh process's default seed), and starts
+ipykernel's IPKernelApp on the ipc sockets of the connection file, as the cold path does.
+Nothing of an earlier submission can be seen: its processes are gone (killing PID 1 of its
+namespace ends all of them, threads included), its memory was its own (copy-on-write), its
+files were in its own /tmp and folder, and the zygote's modules, environment and random state
+were never touched by student code. What stays shared by design: the zygote's hash seed
+(str hashes), like PYTHONHASHSEED, and what the zygote imported before any submission.
+Interrupts go by message (as in the sandbox); shutdown and the deadline kill the namespace
+(the zygote also kills a kernel whose nbgrader connection closed: a killed nbgrader).
+The pool also holds the run's :class:`grader.forkserver.ForkServer`, which forks each
+submission's nbgrader process (trusted, outside the sandbox) from one that imported nbgrader.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from traitlets import Unicode
+
+from grader.forkserver import ForkServer
+from grader.kernels import SandboxedKernelManager
+from grader.limits import Limits
+from grader.paths import CourseError
+from grader.sandbox import sandbox_env, system_binds
+
+START_SECONDS = 120  # a zygote that does not answer by then is a failed start
+ETC_FILES = SandboxedKernelManager.class_traits()["etc_files"].default()
+ENV_ALLOW = SandboxedKernelManager.class_traits()["env_allow"].default()
+
+
+def zygote_source() -> str:
+    """The zygote's code (run as ``python -c``: the grader's package stays out of the sandbox)."""
+    return (Path(__file__).parent / "zygote.py").read_text()
+
+
+class Zygote:
+    """One worker's zygote: a bubblewrap sandbox holding a preloaded Python, and its folder."""
+
+    def __init__(self, root: Path, env: dict[str, str], tmp_size_mb: int) -> None:
+        self.root = root
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.socket = root / "control" / "zygote.sock"
+        args = ["bwrap", *system_binds(ETC_FILES, tmp_size_mb)]
+        args += ["--bind", str(root), str(root), "--chdir", str(root)]
+        args += ["--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc"]
+        args += ["--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
+        args += ["--clearenv"]
+        for name, value in sorted(env.items()):
+            args += ["--setenv", name, value]
+        args += ["--", sys.executable, "-c", zygote_source(), str(root)]
+        self.process = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+
+    def ready(self, timeout: float = START_SECONDS) -> None:
+        """Wait until the zygote answers; fail with its error output if it died."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                error = (
+                    self.process.stderr.read().decode(errors="replace")
+                    if self.process.stderr
+                    else ""
+                )
+                raise CourseError(f"the warm worker did not start: {error.strip()[-500:]}")
+            if self.socket.exists():
+                try:
+                    with connect(self.socket) as client:
+                        if request(client, {"op": "ping"}).get("ok"):
+                            return
+                except OSError:
+                    pass
+            time.sleep(0.05)
+        self.close()
+        raise CourseError(f"the warm worker did not answer in {timeout:.0f} s")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def close(self) -> None:
+        """Stop the zygote (and, with it, any kernel still running) and remove its folder."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        if self.process.stderr:
+            self.process.stderr.close()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _output(process: subprocess.Popen) -> str:
+    """What a process that ended wrote on its stderr."""
+    return process.stderr.read().decode(errors="replace") if process.stderr else ""
+
+
+class WarmPool:
+    """One zygote per worker; a submission takes one for its whole grading (:meth:`worker`)."""
+
+    def __init__(self, workers: int, env: dict[str, str], tmp_size_mb: int = 256) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="course-warm-"))
+        self.env = {**sandbox_env(ENV_ALLOW), **_only(env)}
+        self.tmp_size_mb = tmp_size_mb
+        self.free: queue.Queue[Zygote] = queue.Queue()
+        self._count = 0
+        self._lock = threading.Lock()
+        self.nbgrader = ForkServer()  # each submission's nbgrader forked warm too
+        try:
+            for _ in range(max(1, workers)):
+                self.free.put(self._new())
+        except BaseException:  # bwrap missing, say: nothing of the pool is left behind
+            self.close()
+            raise
+
+    def _new(self) -> Zygote:
+        with self._lock:
+            self._count += 1
+            root = self.folder / f"worker-{self._count}"
+        return Zygote(root, self.env, self.tmp_size_mb)
+
+    @contextmanager
+    def worker(self) -> Iterator[Zygote]:
+        """A ready zygote for one submission (a new one if the last one died)."""
+        zygote = self.free.get()
+        try:
+            if not zygote.alive():  # say why, then start another
+                code, error = zygote.process.returncode, _output(zygote.process).strip()
+                print(f"warm worker ended ({code}), restarted: {error[-500:]}", file=sys.stderr)
+                zygote.close()
+                zygote = self._new()
+            zygote.ready()
+            yield zygote
+        finally:
+            self.free.put(zygote)
+
+    def close(self) -> None:
+        """Stop every zygote and remove the pool's folder."""
+        while not self.free.empty():
+            self.free.get().close()
+        self.nbgrader.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _only(env: dict[str, str]) -> dict[str, str]:
+    """The variables of ``env`` a kernel may see (the sandbox's allowed list)."""
+    return {name: value for name, value in env.items() if name in ENV_ALLOW}
+
+
+@contextmanager
+def connect(path: Path) -> Iterator[socket.socket]:
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        client.connect(str(path))
+        yield client
+    finally:
+        client.close()
+
+
+def request(client: socket.socket, message: dict, fds: list[int] | None = None) -> dict:
+    """Send one request, return the zygote's one-line answer."""
+    data = json.dumps(message).encode() + b"\n"
+    if fds:
+        socket.send_fds(client, [data], fds)
+    else:
+        client.sendall(data)
+    return json.loads(_read_line(client))
+
+
+def _read_line(client: socket.socket) -> bytes:
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = client.recv(1)
+        if not chunk:
+            raise OSError("the warm worker closed the connection")
+        line += chunk
+    return line
+
+
+class WarmProcess:
+    """The kernel forked by a zygote, as jupyter_client's provisioner sees a process."""
+
+    stdin = stdout = stderr = None
+
+    def __init__(self, client: socket.socket) -> None:
+        self.client = client
+        self.returncode: int | None = None
+        self.pid = None  # a pid of the zygote's namespace: never signalled from here
+
+    def poll(self) -> int | None:
+        if self.returncode is not None:
+            return self.returncode
+        self.client.setblocking(False)
+        try:
+            data = self.client.recv(4096, socket.MSG_PEEK)
+        except BlockingIOError:
+            return None
+        finally:
+            self.client.setblocking(True)
+        if not data:  # the zygote died: so did its kernels
+            self.returncode = -signal.SIGKILL
+        elif data.endswith(b"\n"):
+            self.returncode = int(json.loads(_read_line(self.client)).get("exit", -9))
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        end = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if end is not None and time.monotonic() > end:
+                raise subprocess.TimeoutExpired("warm kernel", timeout or 0)
+            time.sleep(0.02)
+        self.client.close()
+        return self.returncode  # type: ignore[return-value]
+
+    def send_signal(self, signum: int) -> None:
+        """SIGKILL or SIGTERM end the kernel's namespace; interrupts go by message."""
+        if signum in (signal.SIGKILL, signal.SIGTERM) and self.returncode is None:
+            try:
+                self.client.sendall(b'{"op": "kill"}\n')
+            except OSError:
+                pass
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+
+class WarmKernelManager(SandboxedKernelManager):
+    """A sandboxed kernel forked from the worker's zygote instead of started by bubblewrap.
+
+    The sandbox is the one of :class:`SandboxedKernelManager` (same files visible, same
+    limits, same environment), set up by the zygote (:mod:`grader.zygote`)."""
+
+    zygote = Unicode("", help="The worker zygote's socket (grader.warm.WarmPool).").tag(config=True)
+
+    async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: object) -> None:
+        if not self.zygote:
+            raise CourseError("WarmKernelManager.zygote is not set: no warm worker to ask")
+        workdir = os.path.abspath(str(kw.get("cwd") or os.getcwd()))
+        limits = Limits(config=self.config)
+        message = {
+            "op": "start",
+            "workdir": os.path.realpath(workdir),
+            "sockets": os.path.realpath(self._socket_folder),
+            "connection_file": os.path.realpath(self.connection_file),
+            "argv0": kernel_cmd[0],
+            "env": sandbox_env(self.env_allow),
+            "limits": [limits.memory_mb, limits.file_size_mb, limits.processes],
+            "tmp_mb": self.tmp_size_mb,
+        }
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        client.connect(self.zygote)
+        answer = request(client, message, [sys.stdout.fileno(), sys.stderr.fileno()])
+        if not answer.get("ok"):
+            client.close()
+            raise RuntimeError(f"the warm worker could not start a kernel: {answer.get('error')}")
+        assert self.provisioner is not None
+        self.provisioner.process = WarmProcess(client)  # type: ignore[attr-defined]
+        self.provisioner.pid = None  # type: ignore[attr-defined]
+        self.provisioner.pgid = None  # type: ignore[attr-defined]
+        self._reconcile_connection_info(self.provisioner.connection_info)

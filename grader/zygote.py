@@ -1,0 +1,381 @@
+"""The warm worker's zygote: run INSIDE bubblewrap as ``python -c SOURCE WORKER_ROOT``.
+
+This file is not imported by the grader: :mod:`grader.warm` reads its text and hands it to
+Python inside the sandbox, so that the grader's own package never becomes visible there. It
+uses only the standard library, ctypes and the modules it preloads (:data:`PRELOAD`).
+
+The zygote imports torch, ipykernel and the course once, runs no torch op and starts no
+thread, then serves requests on ``WORKER_ROOT/control/zygote.sock`` (one JSON line each):
+
+- ``{"op": "ping"}`` -> ``{"ok": true}``;
+- ``{"op": "start", ...}`` with two file descriptors (the kernel's stdout and stderr) ->
+  ``{"ok": true}`` once the kernel's sandbox is set up, or ``{"error": "..."}``; then, on the
+  same connection, ``{"op": "kill"}`` kills the kernel's whole PID namespace, and the zygote
+  sends ``{"exit": STATUS}`` when it has ended. A connection that closes kills its kernel.
+
+Each kernel is three processes: A (forked by the zygote, unshares new mount, PID, network,
+IPC and UTS namespaces, then waits), B (PID 1 of the new PID namespace: sets up the mounts,
+the rlimits and drops every capability, then reaps) and C (the kernel: a clean environment,
+fresh random state, ipykernel). Killing B ends every process of the namespace.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import json
+import os
+import random
+import select
+import signal
+import socket
+import sys
+import time
+import traceback
+
+PRELOAD = [
+    "numpy",
+    "torch",
+    "matplotlib",
+    "matplotlib.pyplot",
+    "IPython",
+    "ipykernel.kernelapp",
+    "ipykernel.ipkernel",
+    "course",
+    "course.mode",
+    "course.testcells",
+    "course.device",
+    "course.plots",
+]
+
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
+NEW_NAMESPACES = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
+OPTION_FLAGS = {
+    "ro": MS_RDONLY,
+    "nosuid": MS_NOSUID,
+    "nodev": MS_NODEV,
+    "noexec": MS_NOEXEC,
+    "noatime": MS_NOATIME,
+    "nodiratime": MS_NODIRATIME,
+    "relatime": MS_RELATIME,
+}
+PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 38, 47, 4
+PR_SET_CHILD_SUBREAPER = 36
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"{what}: {os.strerror(error)}")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
+    encode = lambda s: s.encode() if s else None  # noqa: E731
+    result = libc.mount(
+        encode(source), target.encode(), encode(fstype), ctypes.c_ulong(flags), encode(data)
+    )
+    _check(result, f"mount {target}")
+
+
+# -- the kernel's sandbox (in B, PID 1 of the new namespaces) ----------------------------------
+
+
+def _writable_mounts(request: dict) -> set[str]:
+    return {request["workdir"], request["sockets"], "/tmp", "/dev/shm", "/proc"}
+
+
+def _mounts(request: dict, root: str) -> None:
+    """Private mounts: a fresh /tmp and /dev/shm, the worker's folder hidden but for this
+    submission's folder and socket folder, a /proc of the new PID namespace, and every other
+    mount read-only."""
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    kept = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in _bound(request)}
+    size = int(request["tmp_mb"]) * 2**20
+    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
+    _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
+    if os.path.exists(root):  # not under /tmp: hide the worker's folder (other submissions)
+        _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+    for path, fd in sorted(kept.items()):  # a folder before the folders inside it
+        os.makedirs(path, exist_ok=True)
+        _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND)
+        os.close(fd)
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    _read_only_but(_writable_mounts(request))
+
+
+def _bound(request: dict) -> list[str]:
+    return [request["workdir"], request["sockets"]]
+
+
+def _read_only_but(writable: set[str]) -> None:
+    """Remount read-only every mount not in ``writable`` (keeping its other flags)."""
+    with open("/proc/self/mountinfo") as file:
+        entries = [line.split() for line in file]
+    for fields in entries:
+        target = fields[4].encode().decode("unicode_escape")
+        options = fields[5].split(",")
+        if target in writable or "ro" in options or target.startswith("/proc/"):
+            continue
+        flags = MS_REMOUNT | MS_BIND | MS_RDONLY
+        for option in options:
+            flags |= OPTION_FLAGS.get(option, 0)
+        try:
+            _mount(None, target, None, flags)
+        except OSError as error:
+            if error.errno != 22:  # EINVAL: hidden under a later mount (the worker's folder)
+                raise
+
+
+def _drop_capabilities() -> None:
+    """No capability left, none to regain (bounding and ambient sets cleared, no new privs)."""
+    for cap in range(64):
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:
+            _check(-1, f"drop capability {cap}")
+    _check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient")
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_uint32) for n in ("effective", "permitted", "inheritable")]
+
+    header, data = Header(0x20080522, 0), (Data * 2)()
+    _check(libc.capset(ctypes.byref(header), ctypes.byref(data)), "capset")
+    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+
+
+def _rlimits(memory_mb: int, file_size_mb: int, processes: int) -> None:
+    import resource  # only in a kernel's process, after the fork
+
+    mb = 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (memory_mb * mb, memory_mb * mb))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_mb * mb, file_size_mb * mb))
+    resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+# -- the kernel (C) ----------------------------------------------------------------------------
+
+
+def _fresh_state(request: dict) -> None:
+    """What a freshly started kernel process would have: its environment, argv, path and
+    random state."""
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.argv = [request["argv0"], "-f", request["connection_file"]]
+    sys.path[0] = request["workdir"]  # as `python -m ipykernel_launcher` run in the folder
+    random.seed()
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()
+    if "torch" in sys.modules:
+        sys.modules["torch"].seed()  # torch 2.13 seeds a fresh process from the OS too
+
+
+def _run_kernel(request: dict, status: int) -> None:
+    """C: the kernel, in its own session, with only stdin, stdout and stderr open."""
+    os.setsid()
+    os.chdir(request["workdir"])
+    _fresh_state(request)
+    os.write(status, b"ok\n")
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
+        signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+    code = 0
+    try:
+        from ipykernel import kernelapp  # preloaded by the zygote (PRELOAD)
+
+        kernelapp.launch_new_instance(argv=["-f", request["connection_file"]])
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    except BaseException:  # noqa: BLE001 - the kernel's own crash, reported on its stderr
+        traceback.print_exc()
+        code = 1
+    try:
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+def _init(request: dict, root: str, status: int, fds: list[int]) -> None:
+    """B: PID 1 of the new namespaces. Sets up the sandbox, starts the kernel, reaps."""
+    try:
+        _mounts(request, root)
+        _rlimits(*request["limits"])
+        _drop_capabilities()
+        null = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(fds[0], 1)
+        os.dup2(fds[1], 2)
+        kernel = os.fork()
+    except BaseException as error:  # noqa: BLE001 - told to the zygote, then this process ends
+        os.write(status, f"error {error!r}\n".encode())
+        os._exit(70)
+    if kernel == 0:
+        _run_kernel(request, status)
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    while True:  # reap every orphan; end with the kernel (which ends the namespace)
+        try:
+            pid, code = os.wait()
+        except ChildProcessError:
+            os._exit(0)
+        if pid == kernel:
+            os._exit(os.waitstatus_to_exitcode(code) & 0xFF)
+
+
+def _spawn(request: dict, root: str, fds: list[int]) -> tuple[int, int]:
+    """Fork A, which forks B in the new namespaces; return (A's pid, B's pid)."""
+    read, write = os.pipe()
+    first = os.fork()
+    if first == 0:
+        os.close(read)
+        try:
+            _check(
+                libc.unshare(
+                    CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
+                ),
+                "unshare",
+            )
+            init = os.fork()
+        except BaseException as error:  # noqa: BLE001
+            os.write(write, f"error {error!r}\n".encode())
+            os._exit(70)
+        if init == 0:
+            _init(request, root, write, fds)
+        os.write(write, f"pid {init}\n".encode())
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the zygote's sockets, this pipe
+        _, code = os.waitpid(init, 0)
+        os._exit(os.waitstatus_to_exitcode(code) & 0xFF)
+    os.close(write)
+    return first, _read_status(read, first)
+
+
+def _read_status(read: int, first: int) -> int:
+    """B's pid once the kernel is about to start; raise with the child's error otherwise."""
+    data, init, deadline = b"", 0, time.monotonic() + 30
+    try:
+        while b"ok\n" not in data:
+            ready, _, _ = select.select([read], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(read, 4096) if ready else b""
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(read)
+    for line in data.decode().splitlines():
+        if line.startswith("pid "):
+            init = int(line[4:])
+        elif line.startswith("error "):
+            raise RuntimeError(f"the kernel's sandbox could not be set up: {line[6:]}")
+    if b"ok\n" not in data or not init:
+        raise RuntimeError("the kernel's sandbox did not start (no answer from its process)")
+    return init
+
+
+# -- the zygote's loop ---------------------------------------------------------------------------
+
+
+class Kernel:
+    """One kernel started for one connection."""
+
+    def __init__(self, connection: socket.socket, first: int, init: int) -> None:
+        self.connection, self.first, self.init = connection, first, init
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.init, signal.SIGKILL)  # PID 1 of its namespace: all of it ends
+        except ProcessLookupError:
+            pass
+
+
+def _send(connection: socket.socket, message: dict) -> None:
+    try:
+        connection.sendall(json.dumps(message).encode() + b"\n")
+    except OSError:
+        pass
+
+
+def _serve(listener: socket.socket, root: str) -> None:
+    kernels: dict[socket.socket, Kernel] = {}
+    clients: set[socket.socket] = set()
+    while True:
+        ready, _, _ = select.select([listener, *clients], [], [], 0.2)
+        for connection in ready:
+            if connection is listener:
+                clients.add(listener.accept()[0])
+                continue
+            try:
+                message, fds, _, _ = socket.recv_fds(connection, 65536, 2)
+            except OSError:
+                message, fds = b"", []
+            if not message:  # closed: its kernel ends with it
+                clients.discard(connection)
+                if connection in kernels:
+                    kernels.pop(connection).kill()
+                connection.close()
+                continue
+            _handle(connection, message, fds, root, kernels)
+        _reap(kernels)
+
+
+def _handle(
+    connection: socket.socket, message: bytes, fds: list[int], root: str, kernels: dict
+) -> None:
+    try:
+        request = json.loads(message.decode().splitlines()[0])
+        if request.get("op") == "ping":
+            _send(connection, {"ok": True})
+        elif request.get("op") == "kill" and connection in kernels:
+            kernels[connection].kill()
+        elif request.get("op") == "start" and connection not in kernels and len(fds) == 2:
+            first, init = _spawn(request, root, fds)
+            kernels[connection] = Kernel(connection, first, init)
+            _send(connection, {"ok": True})
+        else:
+            _send(connection, {"error": f"unknown request {request.get('op')!r}"})
+    except Exception as error:  # noqa: BLE001 - the zygote outlives a failed request
+        _send(connection, {"error": str(error)})
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _reap(kernels: dict) -> None:
+    while True:
+        try:
+            pid, code = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        for connection, kernel in list(kernels.items()):
+            if kernel.first == pid:
+                _send(connection, {"exit": os.waitstatus_to_exitcode(code)})
+                del kernels[connection]
+
+
+def main(root: str) -> None:
+    """Preload, then serve the worker's requests until the grader ends."""
+    for name in PRELOAD:
+        try:
+            __import__(name)
+        except ImportError:
+            pass
+    control = os.path.join(root, "control")
+    os.makedirs(control, exist_ok=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(os.path.join(control, "zygote.sock"))
+    listener.listen(16)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    _serve(listener, root)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,372 @@
+"""The warm worker (grader/warm.py): kernels forked from one zygote see nothing of each other.
+
+One zygote (one worker) serves every kernel of this module, one after the other, as it serves
+the submissions a worker grades. A first kernel leaves behind everything it can (patched
+functions of torch and the course, a module, files in /tmp, /dev/shm and its folder, an
+environment variable, a thread and a process still running, a seeded random state, a large
+allocation); the next one looks for each and must find none. Other tests: the kernel cannot
+write outside its folder, cannot see another submission's folder, has no network and no
+capability, and stopping it (the deadline, a killed nbgrader) ends every process it started.
+The last test grades a class of A through ``course autograde --warm``: a submission that leaves
+all of this behind, then one that looks for it, scored as when graded cold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import nbformat
+import psutil
+import pytest
+from nbclient import NotebookClient
+from traitlets.config import Config
+
+from grader import demo, pipeline
+from grader.forkserver import ForkServer
+from grader.warm import WarmKernelManager, WarmPool, Zygote
+from tests.conftest import class_outcome, make_course_copy
+from tests.test_adversarial import ASSIGNMENT, MASK, NOTEBOOK, WRONG_MASK, append_code
+
+MB = 2**20
+STATUS = "dict(l.split(':', 1) for l in open('/proc/self/status'))"
+
+LEAVE = """
+import os, random, subprocess, sys, threading, time, types
+import numpy, torch, torch.nn.functional as F, course.mode
+F.softmax = lambda *args, **kwargs: "patched"
+torch.nn.functional.relu = lambda *args, **kwargs: "patched"
+course.mode.under_nbgrader = lambda: "patched"
+sys.modules["planted_module"] = types.ModuleType("planted_module")
+for path in ("/tmp/planted.txt", "/dev/shm/planted.txt", "planted.txt"):
+    open(path, "w").write("left by the first submission")
+os.environ["PLANTED"] = "1"
+threading.Thread(target=time.sleep, args=(1000,), name="planted-thread").start()
+subprocess.Popen(["sleep", "1000.25"])
+random.seed(1); numpy.random.seed(1); torch.manual_seed(1)
+before = int(STATUS["VmRSS"].split()[0]) // 1024
+big = bytearray(b"x" * (400 * 2**20))
+print(before)
+""".replace("STATUS", STATUS)
+
+LOOK = """
+import json, os, random, sys, threading
+import numpy, torch, torch.nn.functional as F, course.mode
+state = random.getstate(); random.seed(1); python_seeded = state == random.getstate()
+state = numpy.random.get_state()[1].copy(); numpy.random.seed(1)
+numpy_seeded = bool((state == numpy.random.get_state()[1]).all())
+found = {
+    "softmax": F.softmax(torch.zeros(2), dim=0).tolist() != [0.5, 0.5],
+    "relu": F.relu.__module__ != "torch.nn.functional",
+    "course": course.mode.under_nbgrader() == "patched",
+    "module": "planted_module" in sys.modules,
+    "files": [p for p in ("/tmp/planted.txt", "/dev/shm/planted.txt", FIRST + "/planted.txt")
+              if os.path.exists(p)],
+    "environment": "PLANTED" in os.environ,
+    "threads": [t.name for t in threading.enumerate() if t.name == "planted-thread"],
+    "processes": [p for p in os.listdir("/proc") if p.isdigit()
+                  and b"1000.25" in open(f"/proc/{p}/cmdline", "rb").read()],
+    "random": [python_seeded, numpy_seeded, torch.initial_seed() == 1],
+}
+print(json.dumps(found))
+print(int(STATUS["VmRSS"].split()[0]) // 1024)
+""".replace("STATUS", STATUS)
+
+RANDOM = (
+    "import random, numpy, torch\n"
+    "print(random.random(), numpy.random.random(), torch.initial_seed(), torch.rand(1).item())"
+)
+
+
+@pytest.fixture(scope="module")
+def zygote() -> Iterator[Zygote]:
+    """One worker: every kernel of this module is forked from this zygote."""
+    pool = WarmPool(1, {})
+    try:
+        with pool.worker() as one:
+            yield one
+            assert one.alive(), "the zygote died while serving the module's kernels"
+    finally:
+        pool.close()
+
+
+def folder(zygote: Zygote, name: str) -> Path:
+    """A submission's folder in the worker's folder, as a scratch course is made."""
+    path = zygote.root / name / "submitted" / "student" / "a"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def run(zygote: Zygote, work: Path, cells: list[str]) -> list[str]:
+    """Each cell's output (stdout, or the error's name), in a warm kernel in ``work``."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(code) for code in cells]
+    config = {"zygote": str(zygote.socket), "socket_root": str(work.parents[2])}
+    NotebookClient(
+        nb,
+        kernel_manager_class=WarmKernelManager,
+        config=Config({"WarmKernelManager": config}),
+        timeout=120,
+        allow_errors=True,
+        shutdown_kernel="immediate",
+        resources={"metadata": {"path": str(work)}},
+    ).execute()
+    return ["".join(o.get("text", o.get("ename", "")) for o in cell.outputs) for cell in nb.cells]
+
+
+def last_line(text: str) -> str:
+    return text.strip().splitlines()[-1]
+
+
+def test_nothing_of_an_earlier_kernel_is_visible(zygote: Zygote) -> None:
+    first = folder(zygote, "first")
+    rss_before = int(last_line(run(zygote, first, [LEAVE])[0]))
+    assert (first / "planted.txt").exists()  # the first kernel did leave it
+    second = folder(zygote, "second")
+    output = run(zygote, second, [f"FIRST = {str(first)!r}", LOOK])[1]
+    found, rss = json.loads(output.strip().splitlines()[-2]), int(last_line(output))
+    assert found == {
+        "softmax": False,
+        "relu": False,
+        "course": False,
+        "module": False,
+        "files": [],
+        "environment": False,
+        "threads": [],
+        "processes": [],
+        "random": [False, False, False],
+    }
+    assert rss < rss_before + 200, f"{rss} MB resident, {rss_before} MB before the allocation"
+    assert not marked("1000.25"), "the first kernel's process outlived it"
+
+
+def test_random_state_is_a_fresh_processes(zygote: Zygote) -> None:
+    """Python's, numpy's and torch's random state drawn anew from the OS in each kernel, as in
+    a fresh process (torch 2.13 seeds its default generator from the OS too)."""
+    one = run(zygote, folder(zygote, "random1"), [RANDOM])[0].split()
+    two = run(zygote, folder(zygote, "random2"), [RANDOM])[0].split()
+    assert len(one) == len(two) == 4
+    same = [
+        name
+        for name, a, b in zip(["random", "numpy", "torch", "torch.rand"], one, two, strict=True)
+        if a == b
+    ]
+    assert same == [], f"the same random state in two kernels: {same}"
+
+
+WRITES = """
+import os, sys, course
+targets = ["/", "/usr", "/etc", "/dev", sys.prefix, os.path.dirname(course.__file__),
+           os.path.dirname(os.getcwd()), ROOT, os.path.dirname(os.__file__)]
+written = []
+for target in targets:
+    try:
+        open(os.path.join(target, "written.txt"), "w").write("x")
+        written.append(target)
+    except OSError:
+        pass
+mounts = [(l.split()[4], "rw" in l.split()[5].split(",")) for l in open("/proc/self/mountinfo")]
+writable = []  # the writable mounts not covered by a later one (at or above their path)
+for index, (path, rw) in enumerate(mounts):
+    later = [p for p, _ in mounts[index + 1:]]
+    if rw and not any(path == p or path.startswith(p.rstrip("/") + "/") for p in later):
+        writable.append(path)
+print(written)
+print(writable)
+"""
+
+
+def test_the_kernel_writes_only_in_its_folder(zygote: Zygote) -> None:
+    """Every mount the kernel may write is its folder, its socket folder or private; what it
+    wrote elsewhere (the folders above its own, shown in its private /tmp) is not on the host."""
+    import course
+
+    work = folder(zygote, "writes")
+    output = run(zygote, work, [f"ROOT = {str(zygote.root)!r}", WRITES])[1]
+    written, writable = (eval(line) for line in output.strip().splitlines()[-2:])  # noqa: S307
+    assert all(path.startswith("/tmp/") for path in written), written
+    sockets = [p for p in writable if "course-sandbox-" in p]
+    assert set(writable) - set(sockets) == {str(work), "/tmp", "/dev/shm", "/proc"}, writable
+    assert len(sockets) == 1
+    hosts = [Path("/"), Path(sys.prefix), Path(course.__file__).parent, work.parent, zygote.root]
+    assert [p for p in hosts if (p / "written.txt").exists()] == []
+
+
+def test_another_submission_and_the_zygote_are_hidden(zygote: Zygote) -> None:
+    other = folder(zygote, "other")
+    (other / "answers.txt").write_text("another student's work")
+    look = (
+        f"import os\nprint([p for p in ({str(other / 'answers.txt')!r}, {str(zygote.socket)!r})"
+        " if os.path.exists(p)])"
+    )
+    assert run(zygote, folder(zygote, "looks"), [look])[0].strip() == "[]"
+
+
+NETWORK = """
+import socket
+print(sorted(name for _, name in socket.if_nameindex()))
+try:
+    socket.create_connection(("127.0.0.1", PORT), timeout=2)
+    print("connected")
+except OSError as error:
+    print(type(error).__name__)
+"""
+
+
+def test_no_network(zygote: Zygote) -> None:
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        output = run(zygote, folder(zygote, "network"), [f"PORT = {port}", NETWORK])[1]
+    interfaces, reached = output.strip().splitlines()
+    assert interfaces == "['lo']" and reached != "connected", output
+
+
+def test_no_capability_and_none_to_gain(zygote: Zygote) -> None:
+    keys = ("CapEff", "CapPrm", "CapBnd", "CapAmb", "NoNewPrivs")
+    code = f"s = {STATUS}\nprint([s[k].strip() for k in {keys!r}])"
+    output = run(zygote, folder(zygote, "caps"), [code])[0]
+    assert eval(output) == ["0000000000000000"] * 4 + ["1"]  # noqa: S307
+
+
+def marked(marker: str) -> list[psutil.Process]:
+    """Processes of this machine whose command line holds ``marker``."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        if any(marker in part for part in process.info["cmdline"] or []):
+            found.append(process)
+    return found
+
+
+RUNAWAY = """
+import signal, subprocess, threading
+subprocess.Popen(["sleep", "{marker}"])
+threading.Thread(target=lambda: [None for _ in iter(int, 1)], daemon=True).start()
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+while True:
+    pass
+"""
+
+
+async def _start_runaway(zygote: Zygote, work: Path, marker: str) -> WarmKernelManager:
+    """A warm kernel whose cell ignores interrupts and has started a process and a thread."""
+    manager = WarmKernelManager(zygote=str(zygote.socket), socket_root=str(work.parents[2]))
+    await manager.start_kernel(cwd=str(work))
+    client = manager.client()
+    client.start_channels()
+    await client.wait_for_ready(timeout=60)
+    client.execute(RUNAWAY.format(marker=marker))
+    for _ in range(200):
+        if marked(marker):
+            break
+        await asyncio.sleep(0.05)
+    client.stop_channels()
+    return manager
+
+
+def gone(marker: str, seconds: float = 10) -> bool:
+    end = time.monotonic() + seconds
+    while marked(marker) and time.monotonic() < end:
+        time.sleep(0.1)
+    return not marked(marker)
+
+
+def test_stopping_the_kernel_at_the_deadline_ends_all_it_started(zygote: Zygote) -> None:
+    async def scenario() -> bool:
+        manager = await _start_runaway(zygote, folder(zygote, "runaway"), "1000.5")
+        assert marked("1000.5"), "the kernel did not start its process"
+        await manager.shutdown_kernel(now=True)  # what ExecuteKeepingPoints does
+        return await manager.is_alive()
+
+    assert asyncio.run(scenario()) is False
+    assert gone("1000.5"), "a process of the stopped kernel still runs"
+
+
+def test_a_killed_nbgrader_takes_its_kernel_with_it(zygote: Zygote) -> None:
+    """When the grader kills nbgrader at the submission's time limit, the connection to the
+    zygote closes: the zygote kills the kernel's namespace."""
+
+    async def scenario() -> None:
+        manager = await _start_runaway(zygote, folder(zygote, "orphan"), "1000.75")
+        assert marked("1000.75"), "the kernel did not start its process"
+        manager.provisioner.process.client.close()  # as the end of a killed process does
+
+    asyncio.run(scenario())
+    assert gone("1000.75"), "the kernel outlived the nbgrader process that started it"
+
+
+# -- through `course autograde --warm`: one worker, one submission after the other -------------
+
+# The first submission: the reference mask, then everything it can leave behind.
+LEAVES = LEAVE.replace("print(before)", "")
+# The second: the reference mask only if nothing was left; a wrong one (points lost) otherwise.
+LOOKS = f"""
+import os, sys, threading
+import torch, torch.nn.functional as F, course.mode
+_left = [
+    F.softmax(torch.zeros(2), dim=0).tolist() != [0.5, 0.5],
+    course.mode.under_nbgrader() == "patched",
+    "planted_module" in sys.modules,
+    os.path.exists("/tmp/planted.txt") or os.path.exists("/dev/shm/planted.txt"),
+    "PLANTED" in os.environ,
+    any(t.name == "planted-thread" for t in threading.enumerate()),
+    torch.initial_seed() == 1,
+]
+if any(_left):
+    {WRONG_MASK.replace(chr(10), chr(10) + "    ")}
+"""
+
+
+@pytest.mark.slow
+def test_a_graded_submission_finds_nothing_of_the_one_before(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """One worker grades "a_leaves" then "b_looks" warm: every score, flag and status as graded
+    cold, and "b_looks" gets the reference's full marks (it found nothing left)."""
+    root = make_course_copy(tmp_path_factory.mktemp("warm") / "course")
+    pipeline.release(root, ASSIGNMENT)
+    demo.build_class(root, ASSIGNMENT)
+    reference = root / "submitted" / "reference" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    edits = {"a_leaves": append_code(MASK, LEAVES), "b_looks": append_code(MASK, LOOKS)}
+    for student, edit in edits.items():
+        target = root / "submitted" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+        target.parent.mkdir(parents=True)
+        nbformat.write(edit(nbformat.read(str(reference), as_version=4)), str(target))
+    students = ["a_leaves", "b_looks", "reference"]
+    pipeline.autograde(root, ASSIGNMENT, jobs=1, students=students, warm=True)
+    warm = class_outcome(root, ASSIGNMENT, NOTEBOOK, students)
+    pipeline.autograde(root, ASSIGNMENT, jobs=1, students=students)
+    cold = class_outcome(root, ASSIGNMENT, NOTEBOOK, students)
+    assert warm == cold
+    assert warm["b_looks"] == warm["reference"]
+    assert warm["reference"][1:] == (False, "graded")
+    assert not marked("1000.25"), "the first submission's process outlived its grading"
+
+
+def test_the_forked_nbgrader_runs_with_the_given_folder_environment_and_limits(
+    tmp_path: Path,
+) -> None:
+    """grader/forkserver.py: a forked nbgrader gets the arguments, folder and environment asked
+    for (nbgrader's --version, a config file in the folder that reads them) and the rlimits."""
+    (tmp_path / "nbgrader_config.py").write_text(
+        "import os, resource\n"
+        "print('env', os.environ.get('WARM_PROBE'), 'cwd', os.getcwd(), 'fsize',"
+        " resource.getrlimit(resource.RLIMIT_FSIZE)[0] // 2**20)\n"
+    )
+    server = ForkServer()
+    try:
+        arguments = ["list", f"--Exchange.root={tmp_path}"]  # an exchange it may write
+        env = {"WARM_PROBE": "yes", "PATH": "/usr/bin"}
+        run = server.spawn(arguments, tmp_path, env, [8192, 7, 512])
+        log, _ = run.communicate(timeout=120)
+    finally:
+        server.close()
+    assert f"env yes cwd {tmp_path} fsize 7" in log, log
+    assert run.returncode == 0, log

@@ -38,7 +38,7 @@ def check_sandbox() -> None:
         )
 
 
-def _readable_roots() -> list[str]:
+def readable_roots() -> list[str]:
     """Folders the kernel must read: the Python installation, the virtualenv, ``course/``."""
     folders = {sys.base_prefix, sys.prefix}
     spec = importlib.util.find_spec("course")  # found, not imported: the grader never imports it
@@ -84,7 +84,7 @@ def system_binds(etc_files: list[str], tmp_size_mb: int) -> list[str]:
     for entry in etc_files:
         if os.path.exists(f"/etc/{entry}"):
             args += ["--ro-bind", f"/etc/{entry}", f"/etc/{entry}"]
-    for folder in _readable_roots():
+    for folder in readable_roots():
         args += ["--ro-bind", folder, folder]
     return args
 

@@ -50,7 +50,7 @@ from grader.forkserver import ForkServer
 from grader.kernels import SandboxedKernelManager
 from grader.limits import Limits
 from grader.paths import CourseError
-from grader.sandbox import sandbox_env, system_binds
+from grader.sandbox import readable_roots, sandbox_env, system_binds
 
 START_SECONDS = 120  # a zygote that does not answer by then is a failed start
 ETC_FILES = SandboxedKernelManager.class_traits()["etc_files"].default()
@@ -275,6 +275,7 @@ class WarmKernelManager(SandboxedKernelManager):
             "env": sandbox_env(self.env_allow),
             "limits": [limits.memory_mb, limits.file_size_mb, limits.processes],
             "tmp_mb": self.tmp_size_mb,
+            "readable": readable_roots(),  # bound again if under the kernel's fresh /tmp
         }
         client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         client.connect(self.zygote)

@@ -35,6 +35,7 @@ import traceback
 
 PRELOAD = [
     "numpy",
+    "numpy.random",  # imported lazily by numpy 2: preloaded, or /tmp's tmpfs may hide it
     "torch",
     "matplotlib",
     "matplotlib.pyplot",
@@ -110,7 +111,15 @@ def _mounts(request: dict, root: str) -> None:
 
 
 def _bound(request: dict) -> list[str]:
-    return [request["workdir"], request["sockets"]]
+    """Bound again over the fresh /tmp: the submission's folder, its socket folder, and what
+    the kernel reads (Python, the virtualenv, ``course/``) where it lies under /tmp (a clone
+    there, say; read-only like every mount but the writable ones)."""
+    reads = [path for path in request.get("readable", []) if _under(path, "/tmp")]
+    return [request["workdir"], request["sockets"], *reads]
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 def _read_only_but(writable: set[str]) -> None:
@@ -178,10 +187,14 @@ def _fresh_state(request: dict) -> None:
 
 
 def _run_kernel(request: dict, status: int) -> None:
-    """C: the kernel, in its own session, with only stdin, stdout and stderr open."""
-    os.setsid()
-    os.chdir(request["workdir"])
-    _fresh_state(request)
+    """C: the kernel, in its own session, with only stdin, stdout and stderr open. Never
+    returns: a failure before the kernel starts is told to the zygote on ``status``."""
+    try:
+        os.setsid()
+        os.chdir(request["workdir"])
+        _fresh_state(request)
+    except BaseException as error:  # noqa: BLE001 - told to the zygote, then this process ends
+        _tell_and_exit(status, error)
     os.write(status, b"ok\n")
     os.closerange(3, os.sysconf("SC_OPEN_MAX"))
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
@@ -204,6 +217,15 @@ def _run_kernel(request: dict, status: int) -> None:
         os._exit(code)
 
 
+def _tell_and_exit(status: int, error: BaseException) -> None:
+    """End a forked child that failed, after telling the zygote why. A forked child never
+    returns into the zygote's code (it would go on serving the zygote's socket)."""
+    try:
+        os.write(status, f"error {error!r}\n".encode())
+    finally:
+        os._exit(70)
+
+
 def _init(request: dict, root: str, status: int, fds: list[int]) -> None:
     """B: PID 1 of the new namespaces. Sets up the sandbox, starts the kernel, reaps."""
     try:
@@ -216,10 +238,9 @@ def _init(request: dict, root: str, status: int, fds: list[int]) -> None:
         os.dup2(fds[1], 2)
         kernel = os.fork()
     except BaseException as error:  # noqa: BLE001 - told to the zygote, then this process ends
-        os.write(status, f"error {error!r}\n".encode())
-        os._exit(70)
+        _tell_and_exit(status, error)
     if kernel == 0:
-        _run_kernel(request, status)
+        _run_kernel(request, status)  # never returns
     os.closerange(3, os.sysconf("SC_OPEN_MAX"))
     while True:  # reap every orphan; end with the kernel (which ends the namespace)
         try:
@@ -235,24 +256,18 @@ def _spawn(request: dict, root: str, fds: list[int]) -> tuple[int, int]:
     read, write = os.pipe()
     first = os.fork()
     if first == 0:
-        os.close(read)
         try:
-            _check(
-                libc.unshare(
-                    CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
-                ),
-                "unshare",
-            )
+            os.close(read)
+            _check(libc.unshare(NEW_NAMESPACES), "unshare")
             init = os.fork()
+            if init == 0:
+                _init(request, root, write, fds)  # never returns
+            os.write(write, f"pid {init}\n".encode())
+            os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the zygote's sockets, this pipe
+            _, code = os.waitpid(init, 0)
+            os._exit(os.waitstatus_to_exitcode(code) & 0xFF)
         except BaseException as error:  # noqa: BLE001
-            os.write(write, f"error {error!r}\n".encode())
-            os._exit(70)
-        if init == 0:
-            _init(request, root, write, fds)
-        os.write(write, f"pid {init}\n".encode())
-        os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the zygote's sockets, this pipe
-        _, code = os.waitpid(init, 0)
-        os._exit(os.waitstatus_to_exitcode(code) & 0xFF)
+            _tell_and_exit(write, error)
     os.close(write)
     return first, _read_status(read, first)
 

@@ -28,7 +28,7 @@ from traitlets.config import Config
 
 from grader import demo, pipeline
 from grader.forkserver import ForkServer
-from grader.warm import WarmKernelManager, WarmPool, Zygote
+from grader.warm import WarmKernelManager, WarmPool, Zygote, connect, request
 from tests.conftest import class_outcome, make_course_copy
 from tests.test_adversarial import ASSIGNMENT, MASK, NOTEBOOK, WRONG_MASK, append_code
 
@@ -300,6 +300,28 @@ def test_a_killed_nbgrader_takes_its_kernel_with_it(zygote: Zygote) -> None:
 
     asyncio.run(scenario())
     assert gone("1000.75"), "the kernel outlived the nbgrader process that started it"
+
+
+def test_a_kernel_that_fails_to_start_leaves_the_zygote_serving_alone(zygote: Zygote) -> None:
+    """A kernel whose set-up fails (here: an environment that is not a mapping) is told as an
+    error and ends; no forked child goes on serving the zygote's socket (it would answer later
+    requests without capabilities), and the next kernel starts."""
+    work = folder(zygote, "broken")
+    broken = {"op": "start", "workdir": str(work), "sockets": str(work.parents[2])}
+    broken |= {"connection_file": str(work / "k.json"), "argv0": sys.executable, "env": "x"}
+    broken |= {"limits": [8192, 64, 512], "tmp_mb": 16, "readable": []}
+    with connect(zygote.socket) as client:
+        answer = request(client, broken, [sys.stdout.fileno(), sys.stderr.fileno()])
+    assert "error" in answer and "could not be set up" in answer["error"], answer
+    time.sleep(0.5)  # the failed processes end
+    pythons = [
+        p
+        for p in psutil.Process(zygote.process.pid).children(recursive=True)
+        if p.name() == "python" and "-c" in p.cmdline()
+    ]
+    assert len(pythons) == 1, f"besides the zygote, forked children still run: {pythons}"
+    for name in ("after1", "after2", "after3"):
+        assert run(zygote, folder(zygote, name), ["print(6 * 7)"]) == ["42\n"]
 
 
 # -- through `course autograde --warm`: one worker, one submission after the other -------------

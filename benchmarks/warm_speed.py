@@ -55,14 +55,16 @@ def course_copy(folder: Path) -> Path:
     return folder
 
 
-def bare_copy(course: Path, folder: Path, assignment: str) -> Path:
-    """The released course with nbgrader's own configuration only (no course step)."""
+def bare_copy(course: Path, folder: Path, assignment: str, students: list[str]) -> Path:
+    """The released course with nbgrader's own configuration only (no course step), holding
+    the submissions of ``students`` only (nbgrader autograde grades every one it finds)."""
     folder.mkdir(parents=True)
     (folder / "nbgrader_config.py").write_text(BARE_CONFIG.format(root=str(folder)))
     shutil.copy(course / "gradebook.db", folder)
     for name in ("source", "release"):
         shutil.copytree(course / name / assignment, folder / name / assignment)
-    shutil.copytree(course / "submitted", folder / "submitted")
+    for student in students:
+        shutil.copytree(course / "submitted" / student, folder / "submitted" / student)
     return folder
 
 
@@ -98,8 +100,8 @@ def bare(root: Path, assignment: str, students: list[str], *flags: str) -> float
     seconds = time.perf_counter() - start
     if os.environ.get("BARE_LOG"):
         Path(os.environ["BARE_LOG"]).write_text(done.stdout + done.stderr)
-    graded = [s for s in students if (root / "autograded" / s / assignment).is_dir()]
-    if done.returncode != 0 or len(graded) != len(students):
+    graded = [s.name for s in (root / "autograded").iterdir() if (s / assignment).is_dir()]
+    if done.returncode != 0 or sorted(graded) != sorted(students):
         raise SystemExit(f"bare nbgrader failed: {done.stdout[-1500:]}{done.stderr[-1500:]}")
     return seconds
 
@@ -151,8 +153,11 @@ def main() -> None:
         students = demo.build_class(root, a)
         if args.students != "all":
             students = demo.representative(root, a, students)
+        for other in (root / "submitted").iterdir():  # the nbgrader runs grade all they find
+            if other.name not in students:
+                shutil.rmtree(other)
         n = len(students)
-        plain = bare_copy(root, Path(tmp) / "bare", a)
+        plain = bare_copy(root, Path(tmp) / "bare", a, students)
         print(f"{a}: {n} submissions, {os.cpu_count()} CPU cores, load {os.getloadavg()[0]:.2f}")
         bare_seconds = bare(plain, a, students)
         print(line("bare nbgrader autograde", bare_seconds, n, 1))

@@ -140,10 +140,11 @@ class ForkServer:
 
 
 def _child(request: dict, output: int) -> None:
-    """The forked nbgrader process."""
-    from grader import nbgrader_main, rlimits  # loaded by the server already (PRELOAD)
-
+    """The forked nbgrader process. Never returns into the server's loop."""
     try:
+        from grader import nbgrader_main, rlimits  # loaded by the server already (PRELOAD)
+
+        signal.set_wakeup_fd(-1)  # the server's
         os.setsid()
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -173,11 +174,16 @@ def serve(path: str) -> None:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(16)
+    wakeup, wakeup_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so that SIGCHLD is written
+    signal.set_wakeup_fd(wakeup_write)  # a child's end is told at once
     running: dict[int, socket.socket] = {}
     grader = os.getppid()
     while os.getppid() == grader:  # ends with the grader, however it ended
-        ready, _, _ = select.select([listener], [], [], 0.1)
-        if ready:
+        ready, _, _ = select.select([listener, wakeup], [], [], 0.1)
+        if wakeup in ready:
+            _drain(wakeup)
+        if listener in ready:
             _accept(listener, running)
         while running:
             try:
@@ -190,6 +196,14 @@ def serve(path: str) -> None:
             if connection is not None:
                 _send(connection, {"exit": os.waitstatus_to_exitcode(code)})
                 connection.close()
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass
 
 
 def _accept(listener: socket.socket, running: dict[int, socket.socket]) -> None:

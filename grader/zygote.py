@@ -33,26 +33,31 @@ import sys
 import time
 import traceback
 
-# What the notebooks import, up front and on their first use (found by running every source
-# notebook in a warm kernel and listing the modules its cells added): imports only, no torch op.
-# Left out on purpose: datasets and pyarrow, whose import starts a thread (jemalloc's), which
-# a fork would not carry.
+# What a kernel imports (PRELOAD, before the zygote answers) and what the notebooks import on
+# first use (LATER, imported one at a time while the zygote is idle, so that the first kernel
+# does not wait for them). Found by running every source notebook in a warm kernel and listing
+# the modules its cells added. Imports only, no torch op. Left out on purpose: datasets and
+# pyarrow, whose import starts a thread (jemalloc's), which a fork would not carry.
 PRELOAD = [
     "numpy",
     "numpy.random",  # imported lazily by numpy 2: preloaded, or /tmp's tmpfs may hide it
     "torch",
-    "torch._dynamo",  # by an optimizer's first step: 0.8 s, with sympy and torch.fx
     "matplotlib",
     "matplotlib.pyplot",
-    "matplotlib_inline.backend_inline",  # the kernel's inline backend
-    "PIL.PngImagePlugin",
     "IPython",
-    "IPython.core.pylabtools",
-    "IPython.core.magics.execution",
     "ipykernel.kernelapp",
     "ipykernel.ipkernel",
-    "ipywidgets",
     "course",
+]
+LATER = [
+    "matplotlib_inline.backend_inline",  # the kernel's inline backend
+    "PIL.PngImagePlugin",
+    "IPython.core.pylabtools",
+    "IPython.core.magics.execution",
+    "ipykernel.debugger",
+    "ipywidgets",
+    "torch._dynamo",  # by an optimizer's first step: 0.8 s, with sympy and torch.fx
+    "course.*",  # every module of the course package
 ]
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
@@ -329,8 +334,12 @@ def _serve(listener: socket.socket, root: str, wakeup: int) -> None:
     """Answer requests; a kernel's end (SIGCHLD, written on ``wakeup``) is told at once."""
     kernels: dict[socket.socket, Kernel] = {}
     clients: set[socket.socket] = set()
+    later = list(LATER)
     while True:
-        ready, _, _ = select.select([listener, wakeup, *clients], [], [], 1.0)
+        idle = 0.0 if later else 1.0  # import the next of LATER when nothing waits
+        ready, _, _ = select.select([listener, wakeup, *clients], [], [], idle)
+        if not ready and later:
+            _import(later.pop(0))
         for connection in ready:
             if connection == wakeup:
                 _drain(wakeup)
@@ -396,27 +405,25 @@ def _reap(kernels: dict) -> None:
                 del kernels[connection]
 
 
-def _preload_course() -> None:
-    """Every module of the course package (the checks and helpers the notebooks import)."""
+def _import(name: str) -> None:
+    """Import a module (``course.*``: every module of the course package), if it loads here."""
     import importlib
     import pkgutil
 
-    course = sys.modules.get("course")
-    for module in pkgutil.walk_packages(getattr(course, "__path__", []), "course."):
-        try:
+    try:
+        if name != "course.*":
+            importlib.import_module(name)
+            return
+        for module in pkgutil.walk_packages(sys.modules["course"].__path__, "course."):
             importlib.import_module(module.name)
-        except Exception:  # noqa: BLE001 - a module that cannot load here loads in the kernel
-            pass
+    except Exception:  # noqa: BLE001 - a module that cannot load here loads in the kernel
+        pass
 
 
 def main(root: str) -> None:
     """Preload, then serve the worker's requests until the grader ends."""
     for name in PRELOAD:
-        try:
-            __import__(name)
-        except ImportError:
-            pass
-    _preload_course()
+        _import(name)
     control = os.path.join(root, "control")
     os.makedirs(control, exist_ok=True)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -7,7 +7,8 @@ ports, and a client may end up waiting forever for a reply that went elsewhere. 
 no two kernels can meet. nbgrader and ``course check`` use this class (see nbgrader_config.py).
 
 :class:`SandboxedKernelManager` starts the kernel of a graded notebook inside the bubblewrap
-sandbox of :mod:`grader.sandbox`.
+sandbox of :mod:`grader.sandbox`. Both hand out a :class:`PromptKernelClient`, ready as soon as
+the kernel has answered on both channels.
 """
 
 from __future__ import annotations
@@ -15,18 +16,77 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 import uuid
+from queue import Empty
 
+from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
-from traitlets import Integer, List, Unicode, default
+from jupyter_core.utils import ensure_async
+from traitlets import DottedObjectName, Integer, List, Unicode, default
 
 from grader import rlimits
 from grader.limits import Limits
 from grader.sandbox import sandbox_command
 
 
+class PromptKernelClient(AsyncKernelClient):
+    """A kernel client that is ready as soon as the kernel answered ``kernel_info`` on the
+    shell channel and said "idle" for it on IOPub (IOPub is then connected).
+
+    jupyter_client's own wait ends with 0.2 s of waiting for IOPub to fall silent, on every
+    kernel start; here nothing is left to flush: the busy and idle of the one request answered
+    were read, and a message of an earlier, lost request has another parent, which nbclient
+    ignores."""
+
+    async def _async_wait_for_ready(self, timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (float("inf") if timeout is None else timeout)
+        while True:
+            request = self.kernel_info()
+            try:
+                reply = await ensure_async(self.shell_channel.get_msg(timeout=1))
+            except Empty:
+                reply = None
+            if reply and reply["parent_header"].get("msg_id") == request:
+                if await self._idle_after(request, seconds=0.2):
+                    self._handle_kernel_info_reply(reply)
+                    return
+            if not await self._async_is_alive():
+                raise RuntimeError("Kernel died before replying to kernel_info")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Kernel didn't respond in {timeout:.0f} seconds")
+
+    async def _idle_after(self, request: str, seconds: float) -> bool:
+        """Whether IOPub says "idle" for ``request`` within ``seconds`` (not: not connected)."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            try:
+                msg = await ensure_async(self.iopub_channel.get_msg(timeout=left))
+            except Empty:
+                return False
+            mine = msg["parent_header"].get("msg_id") == request
+            if mine and msg["msg_type"] == "status":
+                if msg["content"].get("execution_state") == "idle":
+                    return True
+        return False
+
+    wait_for_ready = _async_wait_for_ready  # AsyncKernelClient binds the name to its own
+
+
 class IsolatedKernelManager(AsyncKernelManager):
-    """An AsyncKernelManager on the ipc transport with a unique socket path per kernel."""
+    """An AsyncKernelManager on the ipc transport with a unique socket path per kernel, whose
+    clients are :class:`PromptKernelClient`."""
+
+    client_class = DottedObjectName("grader.kernels.PromptKernelClient")
+
+    @default("client_factory")
+    def _default_client_factory(self) -> type:
+        return PromptKernelClient
+
+    async def _async_wait(self, pollinterval: float = 0.1) -> None:
+        """Wait for the kernel's end, looking every 10 ms (jupyter_client: every 100 ms, so
+        that a killed kernel cost a tenth of a second each time)."""
+        await super()._async_wait(pollinterval=min(pollinterval, 0.01))
 
     @default("transport")
     def _default_transport(self) -> str:

@@ -196,7 +196,10 @@ def grade_here(
     judge = Judge()
     job_of = {a: replace(job, judge=judge) for a, job in job_of.items()}
     results: dict[str, list[Graded]] = {a: [] for a in job_of}
-    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    # Warm, a worker's zygote is the unit of work: one thread more than workers, so that one
+    # submission's trusted judge runs while the next kernel starts (grader.grading.grade_one).
+    warm = any(job.warm for job in job_of.values())
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs) + (1 if warm else 0))
     futures = {
         pool.submit(grading.grade_one, job_of[a], student): a
         for a in job_of

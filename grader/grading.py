@@ -54,13 +54,17 @@ def grade_one(job: GradingJob, student: str) -> tuple[Graded, bytes | None]:
         message = "no notebook of the assignment in the submission"
         return Graded(student, False, 0.0, message, notebook_events(job, student)), None
     with ExitStack() as stack:
-        zygote = stack.enter_context(job.warm.worker()) if job.warm else None
+        # The warm worker is given back once nbgrader is done: its next kernel starts while
+        # this submission is judged (its scratch course stays until then, see WarmPool).
+        worker = stack.enter_context(ExitStack())
+        zygote = worker.enter_context(job.warm.worker()) if job.warm else None
         parent = zygote.root if zygote else None
         folder = stack.enter_context(
             scratch.scratch_course(root, assignment, student, job.gradebook, parent)
         )
         seed = verification.seed_for(assignment, job.judge)
         run = nbgrader_run.run(job, student, folder, seed, zygote.socket if zygote else None)
+        worker.close()
         if not run.ok:
             return not_graded(root, assignment, student, run.message, run.seconds), b""
         graded_folder = folder / "autograded" / student / assignment

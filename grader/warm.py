@@ -106,14 +106,17 @@ class Zygote:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def close(self) -> None:
-        """Stop the zygote (and, with it, any kernel still running) and remove its folder."""
+    def close(self, remove: bool = True) -> None:
+        """Stop the zygote (and, with it, any kernel still running) and remove its folder
+        (unless not ``remove``: a submission being judged may still read its scratch course
+        there; the pool's folder goes when the pool is closed)."""
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
         if self.process.stderr:
             self.process.stderr.close()
-        shutil.rmtree(self.root, ignore_errors=True)
+        if remove:
+            shutil.rmtree(self.root, ignore_errors=True)
 
 
 def _output(process: subprocess.Popen) -> str:
@@ -153,7 +156,7 @@ class WarmPool:
             if not zygote.alive():  # say why, then start another
                 code, error = zygote.process.returncode, _output(zygote.process).strip()
                 print(f"warm worker ended ({code}), restarted: {error[-500:]}", file=sys.stderr)
-                zygote.close()
+                zygote.close(remove=False)
                 zygote = self._new()
             zygote.ready()
             yield zygote

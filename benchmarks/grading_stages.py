@@ -271,7 +271,7 @@ def grade_class(root: Path, args: argparse.Namespace, students: list[str], label
     results = pipeline.autograde(
         root, args.assignment, jobs=args.jobs, students=students,
         unsafe_no_sandbox=args.unsafe_no_sandbox,
-        warm=args.warm,
+        warm=not args.cold,
     )  # fmt: skip
     wall = time.perf_counter() - start
     cpu = sampler.total() / n
@@ -300,7 +300,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--students", default="representative", help="representative or all")
     parser.add_argument("--unsafe-no-sandbox", action="store_true")
-    parser.add_argument("--warm", action="store_true", help="kernels forked from warm workers")
+    parser.add_argument("--cold", action="store_true", help="kernels started afresh (not warm)")
     parser.add_argument(
         "--compare",
         type=int,

@@ -1,4 +1,4 @@
-"""Bare nbgrader, ``course autograde`` cold and ``course autograde --warm``, side by side.
+"""Bare nbgrader, ``course autograde --cold`` and ``course autograde`` (warm), side by side.
 
     python benchmarks/warm_speed.py [--assignment a_masks] [--jobs 1 2] [--students all]
 
@@ -8,8 +8,9 @@ all``: every demo student) in scratch copies of the course, in one run:
 - bare ``nbgrader autograde`` (one process for the class, nbgrader's own config: no sandbox, no
   limits, no judge, nbgrader's default kernel), and ``nbgrader autograde`` with the course's
   config but neither the sandbox nor the judge (one process for the class);
-- ``course autograde`` with kernels started cold in bubblewrap, and with ``--warm`` (kernels
-  forked from a zygote per worker, grader/warm.py), at each ``--jobs``.
+- ``course autograde --cold`` (kernels started afresh in bubblewrap) and ``course autograde``
+  (warm, the default: kernels forked from a zygote per worker, grader/warm.py), at each
+  ``--jobs``.
 
 Prints the wall-clock seconds per submission (and per submission and worker), the trusted
 judge's share of each run, the ratio of warm at one worker to bare nbgrader, and whether the
@@ -169,7 +170,7 @@ def main() -> None:
         for jobs in args.jobs:
             for warm in (False, True):
                 seconds, judge, found = course(root, a, students, jobs, warm)
-                label = f"course autograde{' --warm' if warm else ''} --jobs {jobs}"
+                label = f"course autograde{'' if warm else ' --cold'} --jobs {jobs}"
                 print(line(label, seconds, n, jobs, judge))
                 cold_outcome = cold_outcome or (None if warm else found)
                 if warm and found != cold_outcome:

@@ -11,6 +11,7 @@ the one assignment (:func:`grader.gradebook.snapshot`).
 
 from __future__ import annotations
 
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -45,7 +46,7 @@ def autograde(
     progress: Callable[[Graded], None] | None = None,
     unsafe_no_sandbox: bool = False,
     cluster: str | None = None,
-    warm: bool = False,
+    warm: bool = True,
 ) -> list[Graded]:
     """Autograde every submission of ``assignment`` (or the given students), ``jobs`` at a time.
 
@@ -58,7 +59,9 @@ def autograde(
 
     With ``cluster`` (a Dask scheduler's address, or ``local:N``) the submissions are graded
     on Dask workers instead, in the same sandbox, and merged here (:mod:`grader.cluster`).
-    With ``warm``, each worker's kernels are forked from a preloaded zygote (:mod:`grader.warm`).
+    ``warm`` (the default): each worker's kernels are forked from a preloaded zygote in the
+    sandbox (:mod:`grader.warm`); not ``warm`` (``--cold``), without the sandbox, or on a
+    cluster, each kernel starts afresh.
     """
     if cluster is None:
         each = (lambda _assignment, graded: progress(graded)) if progress else None
@@ -66,8 +69,6 @@ def autograde(
         return autograde_classes(root, classes, jobs, each, unsafe_no_sandbox, warm=warm)[
             assignment
         ]
-    if warm:
-        raise CourseError("--warm grades on this machine: it does not go with a Dask cluster")
     url = db_url(root)
     _check(root, assignment, url)
     chosen = _chosen(root, assignment, students)
@@ -85,7 +86,7 @@ def autograde_classes(
     progress: Callable[[str, Graded], None] | None = None,
     unsafe_no_sandbox: bool = False,
     finished: Callable[[str], None] | None = None,
-    warm: bool = False,
+    warm: bool = True,
 ) -> dict[str, list[Graded]]:
     """Autograde several assignments on this machine in one pool of ``jobs`` workers.
 
@@ -94,11 +95,11 @@ def autograde_classes(
     (`course demo` grades five students of each; by assignments, one worker of two idled at
     the end of each). ``progress(assignment, graded)`` is called as each student is merged and
     ``finished(assignment)`` when an assignment's last student is (`course demo` writes its
-    feedback then, while the workers go on). With ``warm``, one zygote per worker forks the
-    kernels (:mod:`grader.warm`). Returns the :class:`Graded` of each assignment.
+    feedback then, while the workers go on). With ``warm`` (and the sandbox), one zygote per
+    worker forks the kernels (:mod:`grader.warm`). Returns the :class:`Graded` of each
+    assignment.
     """
-    if warm and unsafe_no_sandbox:
-        raise CourseError("--warm forks each kernel into the sandbox: drop --unsafe-no-sandbox")
+    warm = warm and not unsafe_no_sandbox  # a zygote forks kernels into the sandbox only
     url = db_url(root)
     main_dbs = {assignment: _check(root, assignment, url) for assignment in classes}
     chosen = {assignment: _chosen(root, assignment, s) for assignment, s in classes.items()}
@@ -119,13 +120,20 @@ def autograde_classes(
 
 @contextmanager
 def _pool(warm: bool, jobs: int) -> Iterator[WarmPool | None]:
-    """One warm zygote per worker (``warm``), stopped when grading ends; else None."""
+    """One warm zygote per worker (``warm``), stopped when grading ends; else None (also when
+    the zygotes cannot start here: grading then goes on cold, and says so)."""
     if not warm:
         yield None
         return
     from grader.warm import WarmPool  # jupyter_client: only when asked for
 
-    pool = WarmPool(max(1, jobs), worker_env(jobs))
+    try:
+        pool = WarmPool(max(1, jobs), worker_env(jobs))
+        pool.ready()
+    except CourseError as error:
+        print(f"{error}; grading with kernels started afresh (--cold)", file=sys.stderr)
+        yield None
+        return
     try:
         yield pool
     finally:
@@ -194,6 +202,7 @@ def grade_here(
     """Grade the ``students`` of each assignment on this machine, ``jobs`` at a time, with one
     judge; merge each into ``url`` as it is done."""
     judge = Judge()
+    judge.start()
     job_of = {a: replace(job, judge=judge) for a, job in job_of.items()}
     results: dict[str, list[Graded]] = {a: [] for a in job_of}
     # Warm, a worker's zygote is the unit of work: one thread more than workers, so that one

@@ -33,9 +33,10 @@ def _jobs_default() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-WARM_HELP = (
-    "fork each kernel (in the same sandbox) and each nbgrader process from warm workers that "
-    "imported torch, the course and nbgrader once (faster; grader/warm.py)"
+COLD_HELP = (
+    "start each kernel and each nbgrader process afresh, instead of forking them from warm "
+    "workers that imported torch, the course and nbgrader once (the default, in the same "
+    "sandbox: grader/warm.py)"
 )
 UNSAFE_HELP = (
     "grade without the bubblewrap sandbox (where bwrap is missing, e.g. macOS): student code "
@@ -57,7 +58,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=_jobs_default(), help="students graded at once")
     p.add_argument("--student", action="append", help="grade only this student (repeatable)")
     p.add_argument("--unsafe-no-sandbox", action="store_true", help=UNSAFE_HELP)
-    p.add_argument("--warm", action="store_true", help=WARM_HELP)
+    p.add_argument("--cold", action="store_true", help=COLD_HELP)
     on = p.add_mutually_exclusive_group()
     on.add_argument(
         "--scheduler", metavar="ADDRESS", help="grade on the Dask cluster of this scheduler"
@@ -86,7 +87,7 @@ def parser() -> argparse.ArgumentParser:
         "correct style and a few named mistakes per assignment)",
     )
     p.add_argument("--unsafe-no-sandbox", action="store_true", help=UNSAFE_HELP)
-    p.add_argument("--warm", action="store_true", help=WARM_HELP)
+    p.add_argument("--cold", action="store_true", help=COLD_HELP)
 
     p = sub.add_parser("check", help="run a notebook's tests and explain each failure")
     p.add_argument("notebook", type=Path)
@@ -153,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
             progress=_print_graded,
             unsafe_no_sandbox=args.unsafe_no_sandbox,
             cluster=_cluster(args),
-            warm=args.warm,
+            warm=not args.cold,
         )
         return 0 if all(g.ok for g in results) else 1
     elif args.command in ("collect", "feedback") or getattr(args, "lms", None):
@@ -174,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             unsafe_no_sandbox=args.unsafe_no_sandbox,
             choose=choose,
-            warm=args.warm,
+            warm=not args.cold,
         )
     return 0
 

@@ -101,7 +101,7 @@ def run(
     say: Callable[[str], None] = print,
     unsafe_no_sandbox: bool = False,
     choose: Callable[[str, list[str]], list[str]] | None = None,
-    warm: bool = False,
+    warm: bool = True,
 ) -> Path:
     """Release, build the demo class, autograde in parallel, write feedback and the grade table.
 
@@ -109,7 +109,8 @@ def run(
     graded in one pool of ``jobs`` workers, and each assignment's feedback is written as soon
     as its last student is graded. ``choose(assignment, students)`` picks the students to
     grade (default: all of them; ``course demo`` passes :func:`representative` unless
-    ``--all``). ``warm``: kernels and nbgrader forked from warm workers (:mod:`grader.warm`).
+    ``--all``). ``warm`` (the default; ``--cold`` not): kernels and nbgrader forked from warm
+    workers (:mod:`grader.warm`).
     """
     classes = {}
     for assignment in assignments:

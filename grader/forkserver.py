@@ -1,8 +1,8 @@
-"""A warm nbgrader for ``course autograde --warm``: each submission's nbgrader process is forked
-from one that has imported nbgrader once.
+"""A warm nbgrader for ``course autograde`` (unless ``--cold``): each submission's nbgrader
+process is forked from one that has imported nbgrader once.
 
 ``python -m grader.nbgrader_main autograde ...`` spends more than a second importing nbgrader,
-nbconvert, jupyter_client and sqlalchemy before it reads a notebook. Under ``--warm`` the grader
+nbconvert, jupyter_client and sqlalchemy before it reads a notebook. Warm, the grader
 starts one server per run (:class:`ForkServer`, ``python -m grader.forkserver SOCKET``): it
 imports those once, starts no thread, and for each request forks a child that becomes that
 submission's nbgrader process: a session of its own, the requested folder, environment and

@@ -100,6 +100,12 @@ class Judge:
         verdicts, refused = contract.read_reply(line)
         return Verification(verdicts=verdicts, refused=refused)
 
+    def start(self) -> None:
+        """Start the judge process now (it imports torch), so that the first verdicts do not
+        wait for it: a run starts it while its first kernels run."""
+        with self._lock:
+            self._started()
+
     def _started(self) -> subprocess.Popen:
         if self._process is None or self._process.poll() is not None:
             self._process = subprocess.Popen(

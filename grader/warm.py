@@ -1,4 +1,5 @@
-"""A warm start per grading worker (``course autograde --warm``): kernels forked from a zygote.
+"""A warm start per grading worker: kernels forked from a zygote (``course autograde``, the
+default; ``--cold`` starts each kernel afresh).
 
 Design. A cold kernel pays for Python, ipykernel and torch on every submission. Here each
 worker of ``course autograde`` keeps one *zygote* (:mod:`grader.zygote`), started once inside
@@ -77,21 +78,20 @@ class Zygote:
         for name, value in sorted(env.items()):
             args += ["--setenv", name, value]
         args += ["--", sys.executable, "-c", zygote_source(), str(root)]
-        self.process = subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
+        log = self._log_file()
+        try:
+            self.process = subprocess.Popen(
+                args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log
+            )
+        finally:
+            os.close(log)
 
     def ready(self, timeout: float = START_SECONDS) -> None:
         """Wait until the zygote answers; fail with its error output if it died."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                error = (
-                    self.process.stderr.read().decode(errors="replace")
-                    if self.process.stderr
-                    else ""
-                )
-                raise CourseError(f"the warm worker did not start: {error.strip()[-500:]}")
+                raise CourseError(f"the warm worker did not start: {self.output()[-500:]}")
             if self.socket.exists():
                 try:
                     with connect(self.socket) as client:
@@ -103,6 +103,19 @@ class Zygote:
         self.close()
         raise CourseError(f"the warm worker did not answer in {timeout:.0f} s")
 
+    def _log_file(self) -> int:
+        """The zygote's stderr: a file beside its folder (a pipe nobody reads could fill up
+        and stop it; the kernels it forks write on nbgrader's own output)."""
+        self.log = self.root.with_suffix(".log")
+        return os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+
+    def output(self) -> str:
+        """What the zygote wrote on its stderr (its last 4 kB)."""
+        try:
+            return self.log.read_bytes()[-4096:].decode(errors="replace").strip()
+        except OSError:
+            return ""
+
     def alive(self) -> bool:
         return self.process.poll() is None
 
@@ -113,15 +126,8 @@ class Zygote:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
-        if self.process.stderr:
-            self.process.stderr.close()
         if remove:
             shutil.rmtree(self.root, ignore_errors=True)
-
-
-def _output(process: subprocess.Popen) -> str:
-    """What a process that ended wrote on its stderr."""
-    return process.stderr.read().decode(errors="replace") if process.stderr else ""
 
 
 class WarmPool:
@@ -148,13 +154,22 @@ class WarmPool:
             root = self.folder / f"worker-{self._count}"
         return Zygote(root, self.env, self.tmp_size_mb)
 
+    def ready(self) -> None:
+        """Wait until every zygote answers (CourseError, and the pool closed, if one cannot)."""
+        try:
+            for zygote in list(self.free.queue):
+                zygote.ready()
+        except BaseException:
+            self.close()
+            raise
+
     @contextmanager
     def worker(self) -> Iterator[Zygote]:
         """A ready zygote for one submission (a new one if the last one died)."""
         zygote = self.free.get()
         try:
             if not zygote.alive():  # say why, then start another
-                code, error = zygote.process.returncode, _output(zygote.process).strip()
+                code, error = zygote.process.returncode, zygote.output()
                 print(f"warm worker ended ({code}), restarted: {error[-500:]}", file=sys.stderr)
                 zygote.close(remove=False)
                 zygote = self._new()

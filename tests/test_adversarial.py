@@ -342,8 +342,8 @@ def adversarial_class(tmp_path_factory: pytest.TempPathFactory) -> Path:
     os.environ.update(limits)
     try:
         SCRATCH_BEFORE.update(scratch_folders())
-        # COURSE_TEST_WARM=1: the same class through `course autograde --warm` (grader/warm.py)
-        warm = os.environ.get("COURSE_TEST_WARM") == "1"
+        # Warm workers, the default (grader/warm.py); COURSE_TEST_COLD=1: `--cold`.
+        warm = os.environ.get("COURSE_TEST_COLD") != "1"
         pipeline.autograde(root, ASSIGNMENT, jobs=2, students=[*CASES, *HONEST], warm=warm)
     finally:
         for key, value in saved.items():

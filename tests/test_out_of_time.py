@@ -59,8 +59,8 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # stays the product's own for C (30 s).
     os.environ["COURSE_SUBMISSION_SECONDS"] = "90"
     try:
-        # COURSE_TEST_WARM=1: the same class through `course autograde --warm` (grader/warm.py)
-        pipeline.autograde(root, ASSIGNMENT, jobs=2, warm=os.environ.get("COURSE_TEST_WARM") == "1")
+        # Warm workers, the default (grader/warm.py); COURSE_TEST_COLD=1: `--cold`.
+        pipeline.autograde(root, ASSIGNMENT, jobs=2, warm=os.environ.get("COURSE_TEST_COLD") != "1")
     finally:
         os.environ.pop("COURSE_SUBMISSION_SECONDS")
         if saved is not None:

@@ -7,7 +7,7 @@ environment variable, a thread and a process still running, a seeded random stat
 allocation); the next one looks for each and must find none. Other tests: the kernel cannot
 write outside its folder, cannot see another submission's folder, has no network and no
 capability, and stopping it (the deadline, a killed nbgrader) ends every process it started.
-The last test grades a class of A through ``course autograde --warm``: a submission that leaves
+The last test grades a class of A through ``course autograde`` (warm): a submission that leaves
 all of this behind, then one that looks for it, scored as when graded cold.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -324,7 +325,7 @@ def test_a_kernel_that_fails_to_start_leaves_the_zygote_serving_alone(zygote: Zy
         assert run(zygote, folder(zygote, name), ["print(6 * 7)"]) == ["42\n"]
 
 
-# -- through `course autograde --warm`: one worker, one submission after the other -------------
+# -- through `course autograde` (warm): one worker, one submission after the other ------------
 
 # The first submission: the reference mask, then everything it can leave behind.
 LEAVES = LEAVE.replace("print(before)", "")
@@ -364,7 +365,7 @@ def test_a_graded_submission_finds_nothing_of_the_one_before(
     students = ["a_leaves", "b_looks", "reference"]
     pipeline.autograde(root, ASSIGNMENT, jobs=1, students=students, warm=True)
     warm = class_outcome(root, ASSIGNMENT, NOTEBOOK, students)
-    pipeline.autograde(root, ASSIGNMENT, jobs=1, students=students)
+    pipeline.autograde(root, ASSIGNMENT, jobs=1, students=students, warm=False)
     cold = class_outcome(root, ASSIGNMENT, NOTEBOOK, students)
     assert warm == cold
     assert warm["b_looks"] == warm["reference"]
@@ -392,3 +393,21 @@ def test_the_forked_nbgrader_runs_with_the_given_folder_environment_and_limits(
         server.close()
     assert f"env yes cwd {tmp_path} fsize 7" in log, log
     assert run.returncode == 0, log
+
+
+def test_warm_workers_that_cannot_start_leave_grading_cold(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A zygote that dies at its start (here: its code raises) is said, with what it wrote,
+    and the run grades with kernels started afresh; nothing of the pool is left."""
+    from grader import autograde, warm
+
+    monkeypatch.setattr(warm, "zygote_source", lambda: "raise SystemExit('no zygote here')")
+    tmp = Path(tempfile.gettempdir())
+    before = {*tmp.glob("course-warm-*"), *tmp.glob("course-nbfork-*")}
+    with autograde._pool(True, 2) as pool:
+        assert pool is None
+    said = capsys.readouterr().err
+    assert "the warm worker did not start: no zygote here" in said
+    assert "grading with kernels started afresh (--cold)" in said
+    assert {*tmp.glob("course-warm-*"), *tmp.glob("course-nbfork-*")} == before

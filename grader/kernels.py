@@ -31,44 +31,44 @@ from grader.sandbox import sandbox_command
 
 
 class PromptKernelClient(AsyncKernelClient):
-    """A kernel client that is ready as soon as the kernel answered ``kernel_info`` on the
-    shell channel and said "idle" for it on IOPub (IOPub is then connected).
+    """A kernel client that is ready as soon as the kernel answered a ``kernel_info`` request
+    on the shell channel and said "idle" for one on IOPub (IOPub is then connected).
 
     jupyter_client's own wait ends with 0.2 s of waiting for IOPub to fall silent, on every
-    kernel start; here nothing is left to flush: the busy and idle of the one request answered
-    were read, and a message of an earlier, lost request has another parent, which nbclient
-    ignores."""
+    kernel start. Here nothing needs flushing: a reply or status left over from an earlier
+    request has a parent other than the cell's, and nbclient skips it. A request answered late
+    (a loaded machine) still counts: every request sent is one the kernel may answer."""
 
     async def _async_wait_for_ready(self, timeout: float | None = None) -> None:
         deadline = time.monotonic() + (float("inf") if timeout is None else timeout)
+        sent: set[str] = set()
         while True:
-            request = self.kernel_info()
-            try:
-                reply = await ensure_async(self.shell_channel.get_msg(timeout=1))
-            except Empty:
-                reply = None
-            if reply and reply["parent_header"].get("msg_id") == request:
-                if await self._idle_after(request, seconds=0.2):
-                    self._handle_kernel_info_reply(reply)
-                    return
+            sent.add(self.kernel_info())
+            reply = await self._answer(self.shell_channel, sent, "kernel_info_reply", 1.0)
+            if reply and await self._answer(self.iopub_channel, sent, "status", 0.2, "idle"):
+                self._handle_kernel_info_reply(reply)
+                return
             if not await self._async_is_alive():
                 raise RuntimeError("Kernel died before replying to kernel_info")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"Kernel didn't respond in {timeout:.0f} seconds")
 
-    async def _idle_after(self, request: str, seconds: float) -> bool:
-        """Whether IOPub says "idle" for ``request`` within ``seconds`` (not: not connected)."""
+    @staticmethod
+    async def _answer(
+        channel: object, sent: set[str], kind: str, seconds: float, state: str = ""
+    ) -> dict | None:
+        """The first message of ``kind`` (and execution ``state``) on ``channel`` whose parent
+        is one of the ``sent`` requests, within ``seconds``; None if none came."""
         end = time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:
             try:
-                msg = await ensure_async(self.iopub_channel.get_msg(timeout=left))
+                msg = await ensure_async(channel.get_msg(timeout=left))  # type: ignore[attr-defined]
             except Empty:
-                return False
-            mine = msg["parent_header"].get("msg_id") == request
-            if mine and msg["msg_type"] == "status":
-                if msg["content"].get("execution_state") == "idle":
-                    return True
-        return False
+                return None
+            if msg["parent_header"].get("msg_id") in sent and msg["msg_type"] == kind:
+                if not state or msg["content"].get("execution_state") == state:
+                    return msg
+        return None
 
     wait_for_ready = _async_wait_for_ready  # AsyncKernelClient binds the name to its own
 

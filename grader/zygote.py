@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import importlib
 import json
 import os
+import pkgutil
 import random
 import select
 import signal
@@ -407,9 +409,6 @@ def _reap(kernels: dict) -> None:
 
 def _import(name: str) -> None:
     """Import a module (``course.*``: every module of the course package), if it loads here."""
-    import importlib
-    import pkgutil
-
     try:
         if name != "course.*":
             importlib.import_module(name)

@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from grader import gradebook, grading, limits, sandbox
+from grader import gradebook, grading, limits, nbgrader_run, sandbox
 from grader.cluster import grade_class
 from grader.grading import Graded
 from grader.job import GradingJob
@@ -141,7 +141,9 @@ def _pool(warm: bool, jobs: int) -> Iterator[WarmPool | None]:
 
 
 def _prepare(unsafe_no_sandbox: bool) -> None:
-    """Refuse to grade without the sandbox (unless told); run nbgrader with this Python."""
+    """Refuse to grade without the sandbox (unless told); run nbgrader with this Python; a new
+    run may start nbgrader processes (after an interrupted one too)."""
+    nbgrader_run.allow_runs()
     if not unsafe_no_sandbox:
         sandbox.check_sandbox()
     use_this_python()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,10 @@ from grader.job import GradingJob
 from grader.preprocessors import read_notes, stopped_notebooks
 
 RUNNING: set[int] = set()  # pids of the nbgrader processes grading now
+# Set by stop_all (an interrupted run): no nbgrader process starts after it. With the lock, a
+# process is either started and in RUNNING before stop_all reads it, or never started.
+STOPPED = threading.Event()
+_LAUNCHING = threading.Lock()
 DEADLINE_MARGIN = 10  # seconds of the submission's time limit kept for nbgrader to finish
 
 # The kernel of every graded notebook runs in bubblewrap (grader/kernels.py) unless the
@@ -70,7 +75,10 @@ def command(
     nbgrader += ["--Execute.shutdown_kernel=immediate"]
     if job.sandboxed and zygote is not None:  # forked by the warm worker, in the same sandbox
         nbgrader += [WARM_KERNEL, f"--WarmKernelManager.zygote={zygote}"]
-        nbgrader += [f"--SandboxedKernelManager.socket_root={scratch}"]
+        # Sockets in the worker's folder itself (ZeroMQ's ipc paths hold 107 characters; the
+        # scratch course in it made them too long under a long TMPDIR); removed by nbgrader.
+        worker = zygote.parent.parent
+        nbgrader += [f"--SandboxedKernelManager.socket_root={worker}"]
     elif job.sandboxed:  # the kernel's sockets live in the scratch course, removed with it
         nbgrader += [SANDBOXED_KERNEL, f"--SandboxedKernelManager.socket_root={scratch}"]
     else:  # nbgrader_config.py names the sandbox: only this flag grades without it
@@ -99,8 +107,11 @@ def run(job: GradingJob, student: str, scratch: Path, seed: int, zygote: Path | 
     start = time.perf_counter()
     # The limits are set by a wrapper that becomes nbgrader (exec), not by preexec_fn, which is
     # unsafe in a process with threads: process.pid is nbgrader's own id (see kill_tree).
-    process = launch(job, command(job, student, scratch, seed, zygote), scratch, zygote)
-    RUNNING.add(process.pid)
+    with _LAUNCHING:
+        if STOPPED.is_set():
+            return Run(False, 0.0, "grading was interrupted before this submission started")
+        process = launch(job, command(job, student, scratch, seed, zygote), scratch, zygote)
+        RUNNING.add(process.pid)
     try:
         log, _ = process.communicate(timeout=job.times.submission_seconds)
     except subprocess.TimeoutExpired:
@@ -161,9 +172,18 @@ def kill_tree(pid: int) -> None:
 
 
 def stop_all() -> None:
-    """Kill every nbgrader process of this process still running (grading was interrupted)."""
-    for pid in list(RUNNING):
+    """Kill every nbgrader process of this process still running, and start no other (grading
+    was interrupted; :func:`allow_runs` allows them again, at the start of a run)."""
+    with _LAUNCHING:
+        STOPPED.set()
+        running = list(RUNNING)
+    for pid in running:
         kill_tree(pid)
+
+
+def allow_runs() -> None:
+    """A new grading run: nbgrader processes may start (again, after an interrupted one)."""
+    STOPPED.clear()
 
 
 PLAIN_WORDS = {

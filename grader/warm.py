@@ -140,6 +140,7 @@ class WarmPool:
         self.free: queue.Queue[Zygote] = queue.Queue()
         self._count = 0
         self._lock = threading.Lock()
+        self._closed = False
         self.nbgrader = ForkServer()  # each submission's nbgrader forked warm too
         try:
             for _ in range(max(1, workers)):
@@ -165,8 +166,9 @@ class WarmPool:
 
     @contextmanager
     def worker(self) -> Iterator[Zygote]:
-        """A ready zygote for one submission (a new one if the last one died)."""
-        zygote = self.free.get()
+        """A ready zygote for one submission (a new one if the last one died); CourseError
+        once the pool is closed (an interrupted run: no thread waits for ever)."""
+        zygote = self._take()
         try:
             if not zygote.alive():  # say why, then start another
                 code, error = zygote.process.returncode, zygote.output()
@@ -178,8 +180,17 @@ class WarmPool:
         finally:
             self.free.put(zygote)
 
+    def _take(self) -> Zygote:
+        while not self._closed:
+            try:
+                return self.free.get(timeout=0.2)
+            except queue.Empty:
+                continue
+        raise CourseError("grading was stopped: the warm workers are closed")
+
     def close(self) -> None:
         """Stop every zygote and remove the pool's folder."""
+        self._closed = True
         while not self.free.empty():
             self.free.get().close()
         self.nbgrader.close()

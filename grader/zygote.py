@@ -78,7 +78,7 @@ OPTION_FLAGS = {
     "relatime": MS_RELATIME,
 }
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 38, 47, 4
-PR_SET_CHILD_SUBREAPER = 36
+PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG = 36, 1
 
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -264,6 +264,14 @@ def _init(request: dict, root: str, status: int, fds: list[int]) -> None:
             os._exit(os.waitstatus_to_exitcode(code) & 0xFF)
 
 
+def _die_with_parent() -> None:
+    """SIGKILL this process when its parent ends (and at once if it already has)."""
+    parent = os.getppid()
+    _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
+    if os.getppid() != parent:
+        os._exit(70)
+
+
 def _spawn(request: dict, root: str, fds: list[int]) -> tuple[int, int]:
     """Fork A, which forks B in the new namespaces; return (A's pid, B's pid)."""
     read, write = os.pipe()
@@ -272,10 +280,12 @@ def _spawn(request: dict, root: str, fds: list[int]) -> tuple[int, int]:
         try:
             signal.set_wakeup_fd(-1)  # the zygote's: not this child's, nor the kernel's
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            _die_with_parent()  # a zygote that ends (the grader stopped it) ends its kernels
             os.close(read)
             _check(libc.unshare(NEW_NAMESPACES), "unshare")
             init = os.fork()
             if init == 0:
+                _die_with_parent()  # and so does B, PID 1 of the kernel's namespace
                 _init(request, root, write, fds)  # never returns
             os.write(write, f"pid {init}\n".encode())
             os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the zygote's sockets, this pipe

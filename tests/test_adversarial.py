@@ -27,7 +27,7 @@ import pytest
 from nbformat import NotebookNode
 from nbgrader.api import Gradebook
 
-from grader import cluster, demo, pipeline, quota, report
+from grader import cluster, demo, limits, pipeline, quota, report
 from grader.grading import Graded
 from grader.submission import fill, solution_cells
 from tests.conftest import make_course_copy
@@ -331,15 +331,15 @@ def adversarial_class(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if callable(action):
             nb = action(nb)
         nbformat.write(nb, str(target))
-    limits = {
+    small_limits = {
         # memory_hog asks for 8 GB: under the product's 8192 MB it could get it; at 5000 MB the
         # allocation fails at once, as it would for a larger hog in a real class.
         "COURSE_MEMORY_MB": "5000",
         # fills_disk writes 45 MB: over 20 MB its files go, without writing 100 MB a run.
         "COURSE_DISK_MB": "20",
     }
-    saved = {k: os.environ.get(k) for k in limits}
-    os.environ.update(limits)
+    saved = {k: os.environ.get(k) for k in small_limits}
+    os.environ.update(small_limits)
     try:
         SCRATCH_BEFORE.update(scratch_folders())
         # Warm workers, the default (grader/warm.py); COURSE_TEST_COLD=1: `--cold`.
@@ -405,10 +405,12 @@ def test_broken_code_loses_only_its_points(adversarial_class: Path, student: str
 
 
 def test_endless_loop_ignoring_sigint_is_stopped(adversarial_class: Path) -> None:
-    """Its kernel is stopped after the cell timeout and a grace: graded, the cell named."""
+    """Its kernel is stopped after the cell timeout and a grace: graded, the cell named with
+    the cell limit of this course (from its reference run, not a number of this test)."""
     (line,) = lines(adversarial_class, "ignores_sigint")
     assert line["status"] == "timed out", line
-    assert "cell mask_solution ran past the time limit (30 s)" in line["detail"], line
+    seconds = limits.of_assignment(adversarial_class, ASSIGNMENT)[1].cell_seconds
+    assert f"cell mask_solution ran past the time limit ({seconds} s)" in line["detail"], line
     assert auto_score(adversarial_class, "ignores_sigint") == 0  # in the first exercise
 
 

@@ -116,6 +116,12 @@ class Zygote:
         except OSError:
             return ""
 
+    def settle(self) -> None:
+        """Wait until the zygote has imported what it imports while idle (zygote.LATER), as
+        it has after its first submissions."""
+        with connect(self.socket) as client:
+            request(client, {"op": "preload"})
+
     def alive(self) -> bool:
         return self.process.poll() is None
 

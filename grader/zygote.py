@@ -51,8 +51,9 @@ PRELOAD = [
     "ipykernel.ipkernel",
     "course",
 ]
+# Not matplotlib_inline.backend_inline: its import hooks the figures into the kernel's shell,
+# which exists only in the kernel (imported here, a figure not shown by plt.show() was lost).
 LATER = [
-    "matplotlib_inline.backend_inline",  # the kernel's inline backend
     "PIL.PngImagePlugin",
     "IPython.core.pylabtools",
     "IPython.core.magics.execution",
@@ -185,11 +186,18 @@ def _rlimits(memory_mb: int, file_size_mb: int, processes: int) -> None:
 # -- the kernel (C) ----------------------------------------------------------------------------
 
 
+# The zygote's environment before its imports: what they set (HF_DATASETS_OFFLINE by
+# course.data, MPLBACKEND) is set in each kernel too, as if it had imported them itself.
+START_ENVIRONMENT = dict(os.environ)
+
+
 def _fresh_state(request: dict) -> None:
-    """What a freshly started kernel process would have: its environment, argv, path and
-    random state."""
+    """What a freshly started kernel process would have: its environment (with what the
+    preloaded modules set in it), argv, path and random state."""
+    imported = {k: v for k, v in os.environ.items() if START_ENVIRONMENT.get(k) != v}
     os.environ.clear()
     os.environ.update(request["env"])
+    os.environ.update(imported)
     sys.argv = [request["argv0"], "-f", request["connection_file"]]
     sys.path[0] = request["workdir"]  # as `python -m ipykernel_launcher` run in the folder
     random.seed()
@@ -369,16 +377,25 @@ def _serve(listener: socket.socket, root: str, wakeup: int) -> None:
                     kernels.pop(connection).kill()
                 connection.close()
                 continue
-            _handle(connection, message, fds, root, kernels)
+            _handle(connection, message, fds, root, kernels, later)
         _reap(kernels)
 
 
 def _handle(
-    connection: socket.socket, message: bytes, fds: list[int], root: str, kernels: dict
+    connection: socket.socket,
+    message: bytes,
+    fds: list[int],
+    root: str,
+    kernels: dict,
+    later: list[str],
 ) -> None:
     try:
         request = json.loads(message.decode().splitlines()[0])
         if request.get("op") == "ping":
+            _send(connection, {"ok": True})
+        elif request.get("op") == "preload":  # LATER now, then answer (tests: a settled zygote)
+            while later:
+                _import(later.pop(0))
             _send(connection, {"ok": True})
         elif request.get("op") == "kill" and connection in kernels:
             kernels[connection].kill()
@@ -431,6 +448,9 @@ def _import(name: str) -> None:
 
 def main(root: str) -> None:
     """Preload, then serve the worker's requests until the grader ends."""
+    # As ipykernel does before any import (matplotlib reads it once, when imported): figures
+    # go to the inline backend unless the environment names another.
+    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     for name in PRELOAD:
         _import(name)
     control = os.path.join(root, "control")

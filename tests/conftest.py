@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import tempfile
+from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from filelock import FileLock
@@ -20,6 +24,13 @@ REPO = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = [
     a for a in assignments(REPO) if a in os.environ.get("COURSE_ASSIGNMENTS", a).split(",")
 ]
+
+
+def run_coroutine(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """``asyncio.run(coroutine)`` in a thread of its own: the test's thread may hold a running
+    loop (Playwright's sync API, open for the browser tests of the same worker)."""
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, coroutine).result()
 
 
 def make_course_copy(target: Path, with_release: bool = False) -> Path:

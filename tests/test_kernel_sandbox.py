@@ -41,6 +41,10 @@ PROBES = {
         "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('CapEff')][0])"
     ),
     "system": "import torch, course.testcells; print(torch.__version__)",
+    "backend": "import matplotlib; print(matplotlib.get_backend())",
+    "figure_not_shown": "import matplotlib.pyplot as plt\nplt.plot([1, 2]);",
+    "figure_shown": "plt.figure()\nplt.plot([2, 1])\nplt.show()",
+    "offline_data": "import os, course.data.corpora; print(os.environ['HF_DATASETS_OFFLINE'])",
     "grader": "import grader",
     "endless": "import time\ntime.sleep(120)",
     "after": "print('the next cell runs')",
@@ -59,6 +63,7 @@ def probed(
     pool = WarmPool(1, {})
     try:
         with pool.worker() as zygote:
+            zygote.settle()  # what it imports while idle: imported before the probes
             config = {"zygote": str(zygote.socket), "socket_root": str(zygote.root)}
             yield probe(tmp_path_factory, zygote.root, WarmKernelManager, config)
     finally:
@@ -200,3 +205,19 @@ def test_bubblewrap_works_here(tmp_path: Path) -> None:
     pid, sees_source = done.stdout.split()
     assert int(pid) <= 2, f"pid {pid}: not in a PID namespace of its own"
     assert source.is_dir() and sees_source == "False", "the sandbox shows source/"
+
+
+def test_figures_reach_the_notebook_shown_or_not(probed) -> None:
+    """A warm kernel's matplotlib is a fresh kernel's: the inline backend, and a figure the
+    cell leaves behind is displayed as one passed to plt.show() is (a zygote that imported the
+    inline backend before any kernel existed lost the first kind, and its default backend both)."""
+    assert text(probed["backend"]).strip() == "module://matplotlib_inline.backend_inline"
+    for name in ("figure_not_shown", "figure_shown"):
+        images = [o for o in probed[name] if "image/png" in o.get("data", {})]
+        assert len(images) == 1, (name, probed[name])
+
+
+def test_what_an_import_sets_in_the_environment_is_set(probed) -> None:
+    """course.data sets HF_DATASETS_OFFLINE=1 when imported; imported by the zygote, it is set
+    in every warm kernel as in a kernel that imported it itself."""
+    assert text(probed["offline_data"]).strip() == "1"

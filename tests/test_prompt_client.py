@@ -5,12 +5,12 @@ client's wait runs out). No kernel is started."""
 
 from __future__ import annotations
 
-import asyncio
 from queue import Empty
 
 import pytest
 
 from grader.kernels import PromptKernelClient
+from tests.conftest import run_coroutine
 
 TIMEOUT = object()  # a scripted wait that runs out
 
@@ -58,7 +58,7 @@ def test_ready_at_the_first_answer_on_both_channels() -> None:
         shell=[message("kernel_info_reply", "r1")],
         iopub=[message("status", "r1", "busy"), message("status", "r1", "idle")],
     )
-    asyncio.run(client.wait_for_ready(timeout=10))
+    run_coroutine(client.wait_for_ready(timeout=10))
     assert client.requests == ["r1"] and client.ready_with["parent_header"]["msg_id"] == "r1"
 
 
@@ -69,7 +69,7 @@ def test_a_late_answer_to_an_earlier_request_counts() -> None:
         shell=[TIMEOUT, message("kernel_info_reply", "r1"), message("kernel_info_reply", "r2")],
         iopub=[message("status", "r1", "busy"), message("status", "r1", "idle")],
     )
-    asyncio.run(client.wait_for_ready(timeout=10))
+    run_coroutine(client.wait_for_ready(timeout=10))
     assert client.requests == ["r1", "r2"] and client.ready_with["parent_header"]["msg_id"] == "r1"
 
 
@@ -79,11 +79,11 @@ def test_iopub_not_connected_yet_asks_again() -> None:
         shell=[message("kernel_info_reply", "r1"), message("kernel_info_reply", "r2")],
         iopub=[TIMEOUT, message("status", "r2", "busy"), message("status", "r2", "idle")],
     )
-    asyncio.run(client.wait_for_ready(timeout=10))
+    run_coroutine(client.wait_for_ready(timeout=10))
     assert client.requests == ["r1", "r2"] and client.ready_with["parent_header"]["msg_id"] == "r2"
 
 
 def test_a_dead_kernel_is_said() -> None:
     client = Scripted(shell=[TIMEOUT], iopub=[], alive=False)
     with pytest.raises(RuntimeError, match="died before replying"):
-        asyncio.run(client.wait_for_ready(timeout=10))
+        run_coroutine(client.wait_for_ready(timeout=10))

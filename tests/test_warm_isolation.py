@@ -30,7 +30,7 @@ from traitlets.config import Config
 from grader import demo, pipeline
 from grader.forkserver import ForkServer
 from grader.warm import WarmKernelManager, WarmPool, Zygote, connect, request
-from tests.conftest import class_outcome, make_course_copy
+from tests.conftest import class_outcome, make_course_copy, run_coroutine
 from tests.test_adversarial import ASSIGNMENT, MASK, NOTEBOOK, WRONG_MASK, append_code
 
 MB = 2**20
@@ -89,6 +89,7 @@ def zygote() -> Iterator[Zygote]:
     pool = WarmPool(1, {})
     try:
         with pool.worker() as one:
+            one.settle()  # what it imports while idle: imported before the first kernel
             yield one
             assert one.alive(), "the zygote died while serving the module's kernels"
     finally:
@@ -286,7 +287,7 @@ def test_stopping_the_kernel_at_the_deadline_ends_all_it_started(zygote: Zygote)
         await manager.shutdown_kernel(now=True)  # what ExecuteKeepingPoints does
         return await manager.is_alive()
 
-    assert asyncio.run(scenario()) is False
+    assert run_coroutine(scenario()) is False
     assert gone("1000.5"), "a process of the stopped kernel still runs"
 
 
@@ -299,7 +300,7 @@ def test_a_killed_nbgrader_takes_its_kernel_with_it(zygote: Zygote) -> None:
         assert marked("1000.75"), "the kernel did not start its process"
         manager.provisioner.process.client.close()  # as the end of a killed process does
 
-    asyncio.run(scenario())
+    run_coroutine(scenario())
     assert gone("1000.75"), "the kernel outlived the nbgrader process that started it"
 
 

@@ -446,6 +446,36 @@ def _import(name: str) -> None:
         pass
 
 
+def _self_test() -> None:
+    """Set up the namespaces and mounts of a kernel's sandbox in a child that then ends: a
+    zygote that could not (bubblewrap run by an ordinary user leaves it no capability) ends
+    here with why, before it serves, and the grader grades cold (grader.autograde)."""
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            signal.set_wakeup_fd(-1)
+            os.close(read)
+            _check(libc.unshare(NEW_NAMESPACES), "unshare")
+            init = os.fork()
+            if init == 0:
+                _mount(None, "/", None, MS_REC | MS_PRIVATE)
+                _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m")
+                _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+                _drop_capabilities()
+                os._exit(0)
+            _, code = os.waitpid(init, 0)
+            os._exit(os.waitstatus_to_exitcode(code) & 0xFF)
+        except BaseException as error:  # noqa: BLE001 - told to the zygote, then this child ends
+            _tell_and_exit(write, error)
+    os.close(write)
+    _, code = os.waitpid(child, 0)
+    said = os.read(read, 4096).decode(errors="replace").strip()
+    os.close(read)
+    if code != 0:
+        raise SystemExit(f"this warm worker cannot sandbox a kernel here ({said or code})")
+
+
 def main(root: str) -> None:
     """Preload, then serve the worker's requests until the grader ends."""
     # As ipykernel does before any import (matplotlib reads it once, when imported): figures
@@ -453,6 +483,7 @@ def main(root: str) -> None:
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     for name in PRELOAD:
         _import(name)
+    _self_test()
     control = os.path.join(root, "control")
     os.makedirs(control, exist_ok=True)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -11,6 +11,7 @@ number out of a meta tensor (``float(loss)``, ``.tolist()``) gives 1 (or ones), 
 from __future__ import annotations
 
 import ast
+import copy
 import json
 import math
 
@@ -25,6 +26,7 @@ from torch.utils._pytree import tree_flatten
 
 from course import device as course_device
 from course import training
+from course.data import WordTokenizer
 from course.e_pretraining import finetune as e_finetune
 from course.e_pretraining import word_order
 from course.g_birth_places import finetune as g_finetune
@@ -190,8 +192,113 @@ def test_e_classifiers_train_on_the_model_device(e_given: dict) -> None:
             model.to(META)
             e_finetune.train_classifier(model, data, data, epochs=1, batch_size=4)
             e_finetune.train_classifier(model, data, None, steps=2, batch_size=4)
+            twins = [model, copy.deepcopy(model)]  # trained together, as on a GPU
+            e_finetune.train_together(twins, [data, data], [0, 1], val=data, epochs=1, batch_size=4)
+            e_finetune.train_together(twins, [data, data], [0, 1], steps=2, batch_size=4)
 
     assert strays_of(run) == []
+
+
+# ------------------------------------------------------------------ E: runs trained together
+def e_models(e_given: dict, kind: str, seed: int, dropout: float = 0.0) -> nn.Module:
+    """One of E's classifiers with its own seeded weights (without dropout: deterministic)."""
+    torch.manual_seed(seed)
+    lm = e_given["TransformerLM"](30, 8, 2, 16, 2, dropout=dropout)
+    if kind == "fit":  # a frozen base, a batch norm with running statistics, a head
+        return word_order.FitReader(lm, e_given["causal_mask"], torch.randn(30))
+    model = e_given["SentimentClassifier"](lm)
+    if kind == "classifier":
+        return model
+    model.lm.requires_grad_(False)
+    model.lm.decoder.requires_grad_(True)
+    return e_given["FrozenReader"](model, kind)  # "mean" or "end"
+
+
+def e_split(n: int, seed: int) -> e_finetune.Labelled:
+    """``n`` right-padded random sentences of 1 to 8 tokens, some ending in a mark (1, 2, 3)."""
+    generator = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, 9, (n,), generator=generator)
+    ids = torch.randint(1, 30, (n, int(lengths.max())), generator=generator)
+    ids[torch.arange(ids.size(1)) >= lengths.unsqueeze(1)] = 0
+    return e_finetune.Labelled(ids, lengths, torch.randint(0, 2, (n,), generator=generator))
+
+
+@pytest.fixture
+def float64():
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(torch.float32)
+
+
+@pytest.mark.parametrize("kind", ["classifier", "mean", "end", "fit"])
+def test_runs_trained_together_end_as_if_trained_one_after_another(e_given, kind, float64):
+    """Without dropout, the batched training is the same arithmetic: the same weights, running
+    statistics and validation accuracies, each run with its own data, seed and clipping."""
+    seeds, val = [0, 1, 2], e_split(10, 9)
+    uneven = [e_split(12, 1), e_split(20, 2), e_split(7, 3)]  # a step budget takes any sizes
+    even = [e_split(12, 4), e_split(12, 5), e_split(12, 6)]  # epochs need one size
+    for trains, budget in [(uneven, {"steps": 6}), (even, {"epochs": 2})]:
+        alone = [e_models(e_given, kind, seed) for seed in seeds]
+        together = [e_models(e_given, kind, seed) for seed in seeds]
+        args = {**budget, "batch_size": 5, "lr": 1e-2}
+        expected = e_finetune.train_classifiers(alone, trains, val, seeds, **args)
+        got = e_finetune.train_classifiers(together, trains, val, seeds, together=True, **args)
+        for one, other in zip(alone, together, strict=True):
+            theirs = other.state_dict()
+            for name, a in one.state_dict().items():
+                b = theirs[name]
+                assert torch.allclose(a, b, atol=1e-9), f"{kind}, {budget}: {name} differs"
+        assert [h.val_accuracy for h in got] == [h.val_accuracy for h in expected]
+        assert [h.epochs for h in got] == [h.epochs for h in expected]
+        assert [h.trainable for h in got] == [h.trainable for h in expected]
+        losses = [h.train_loss[-1] - e.train_loss[-1] for h, e in zip(got, expected, strict=True)]
+        assert max(map(abs, losses)) < 1e-6  # the loss is taken in float32
+        assert not any(m.training for m in together), "trained models are left in eval mode"
+
+
+def test_runs_trained_together_draw_their_own_dropout(e_given) -> None:
+    twins = [e_models(e_given, "classifier", 0, dropout=0.5) for _ in range(2)]
+    data = e_split(16, 1)
+    e_finetune.train_together(twins, [data, data], [0, 0], steps=3, batch_size=4, lr=1e-2)
+    assert not torch.equal(twins[0].lm.decoder.weight, twins[1].lm.decoder.weight)
+
+
+def test_training_together_refuses_what_it_cannot_do(e_given) -> None:
+    models = [e_models(e_given, "classifier", seed) for seed in (0, 1)]
+    with pytest.raises(ValueError, match="different sizes"):
+        e_finetune.train_together(models, [e_split(12, 1), e_split(13, 2)], [0, 1], epochs=1)
+    with pytest.raises(ValueError, match="as many"):
+        e_finetune.train_together(models, [e_split(12, 1)], [0, 1], steps=2)
+    for model in models:
+        model.requires_grad_(False)
+    with pytest.raises(ValueError, match="no trainable parameter"):
+        e_finetune.train_together(models, [e_split(12, 1)] * 2, [0, 1], steps=2)
+
+
+class ReadsItsInput(nn.Module):
+    """A classifier that reads a number out of its input (``.item()``): vmap cannot batch it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = nn.Linear(1, 2)
+
+    def forward(self, src: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        scale = lengths.max().item()
+        return self.head(src.float().mean(1, keepdim=True) / scale)
+
+
+def test_models_that_cannot_be_batched_are_trained_one_after_another(capsys) -> None:
+    tokenizer = WordTokenizer.build(["good great fine bad awful poor"])
+    pool = {"text": ["good great", "bad awful", "fine good", "poor bad"] * 5, "label": [1, 0] * 10}
+    val = e_finetune.encode_labelled(tokenizer, pool["text"][:8], pool["label"][:8])
+    curves = e_finetune.label_count_curves(
+        lambda setup, seed: ReadsItsInput(), ["plain"], tokenizer, pool, val, [4, 8], [0, 1],
+        together=True, steps=3, batch_size=2,
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert "cannot be trained together" in out and "one after another instead" in out
+    assert [len(curves["plain"][n]) for n in (4, 8)] == [2, 2]
+    assert "seed 1,     8 labels: plain" in out
 
 
 # ------------------------------------------------------------------ G: course.g_birth_places

@@ -55,11 +55,11 @@ def cell_seconds(cell: nbformat.NotebookNode) -> float:
     return (parse(end.replace("Z", "+00:00")) - parse(start.replace("Z", "+00:00"))).total_seconds()
 
 
-def printed(cell: nbformat.NotebookNode) -> list[str]:
-    """The lines a code cell printed (its stdout), without progress bars."""
+def printed(cell: nbformat.NotebookNode, stream: str = "stdout") -> list[str]:
+    """The lines a code cell printed on ``stream`` (stdout or stderr)."""
     lines = []
     for output in cell.get("outputs", []):
-        if output.get("output_type") == "stream" and output.get("name") == "stdout":
+        if output.get("output_type") == "stream" and output.get("name") == stream:
             lines += [line for line in output["text"].splitlines() if line.strip()]
     return lines
 
@@ -101,6 +101,8 @@ def run_notebook(source: Path, pretrain_steps: int, timeout: int, out: Path) -> 
             for s, i in slowest
         ],
         "numbers": [line for c in code for line in printed(c) if NUMBER.search(line)],
+        "warnings": [x for c in code for x in printed(c, "stderr") if "Warning" in x],
+        "untrained_together": [x for c in code for x in printed(c) if "cannot be trained" in x],
     }
 
 
@@ -113,6 +115,8 @@ def report(summary: dict) -> None:
         print(f"  {cell['seconds']:>7.1f} s  cell {cell['cell']}: {cell['starts']}")
     for line in summary["numbers"]:
         print(f"  | {line[:150]}")
+    for line in summary["warnings"] + summary["untrained_together"]:
+        print(f"  ! {line[:200]}")
 
 
 def main() -> int:

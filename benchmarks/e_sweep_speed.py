@@ -6,7 +6,7 @@ E's notebook trains, per setup, 15 classifiers (3 seeds x 5 label counts) for 20
 reviews each. This script times one such setup, the classifier fine-tuned whole (E's
 TransformerLM of the shipped configuration, a head on the last real token), on random reviews
 of the real lengths' range: ``finetune.train_classifier`` run after run, and
-``finetune.train_together`` for all of them at once. It prints milliseconds per optimizer step
+``together.train_together`` for all of them at once. It prints milliseconds per optimizer step
 (per run, and per batched step) and the speed-up; with ``--profile`` the operations that took
 the most time in the batched steps.
 """
@@ -23,7 +23,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository, for tools/
 
-from course.e_pretraining import finetune  # noqa: E402
+from course.e_pretraining import finetune, together  # noqa: E402
 from course.e_pretraining.checkpoint import SHIPPED  # noqa: E402
 from tools.pretrain_review_lm import given_lm  # noqa: E402
 
@@ -74,7 +74,7 @@ def main() -> None:
         return [LastTokenClassifier(GIVEN.TransformerLM(**config)).to(device) for _ in range(count)]
 
     train_args = {"steps": args.steps, "batch_size": 8, "lr": 5e-4}
-    finetune.train_together(models(2), trains[:2], [0, 1], **{**train_args, "steps": 3})  # warm-ups
+    together.train_together(models(2), trains[:2], [0, 1], **{**train_args, "steps": 3})  # warm-ups
     alone_models = models(args.alone)
     finetune.train_classifier(alone_models[0], trains[0], None, **{**train_args, "steps": 3})
     synchronize(device)
@@ -86,19 +86,19 @@ def main() -> None:
     batch = models(args.runs)
     synchronize(device)
     start = time.perf_counter()
-    finetune.train_together(batch, trains, list(range(args.runs)), **train_args)
+    together.train_together(batch, trains, list(range(args.runs)), **train_args)
     synchronize(device)
-    together = (time.perf_counter() - start) / args.steps
+    batched = (time.perf_counter() - start) / args.steps
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
     print(f"{name}, torch {torch.__version__}, {args.runs} runs of {args.steps} steps of 8")
     print(f"one run at a time: {1000 * alone:.1f} ms a step ({args.alone} runs timed)")
-    print(f"{args.runs} runs together: {1000 * together:.1f} ms a batched step")
-    print(f"speed-up for {args.runs} runs: {args.runs * alone / together:.1f} x")
+    print(f"{args.runs} runs together: {1000 * batched:.1f} ms a batched step")
+    print(f"speed-up for {args.runs} runs: {args.runs * alone / batched:.1f} x")
     if args.profile:
         from torch.profiler import profile
 
         with profile() as prof:
-            finetune.train_together(models(args.runs), trains, list(range(args.runs)), **train_args)
+            together.train_together(models(args.runs), trains, list(range(args.runs)), **train_args)
             synchronize(device)
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
 

@@ -28,6 +28,7 @@ from course import device as course_device
 from course import training
 from course.data import WordTokenizer
 from course.e_pretraining import finetune as e_finetune
+from course.e_pretraining import together as e_together
 from course.e_pretraining import word_order
 from course.g_birth_places import finetune as g_finetune
 from course.g_birth_places.chars import CharVocab, corruption_rows, question_rows
@@ -193,8 +194,8 @@ def test_e_classifiers_train_on_the_model_device(e_given: dict) -> None:
             e_finetune.train_classifier(model, data, data, epochs=1, batch_size=4)
             e_finetune.train_classifier(model, data, None, steps=2, batch_size=4)
             twins = [model, copy.deepcopy(model)]  # trained together, as on a GPU
-            e_finetune.train_together(twins, [data, data], [0, 1], val=data, epochs=1, batch_size=4)
-            e_finetune.train_together(twins, [data, data], [0, 1], steps=2, batch_size=4)
+            e_together.train_together(twins, [data, data], [0, 1], val=data, epochs=1, batch_size=4)
+            e_together.train_together(twins, [data, data], [0, 1], steps=2, batch_size=4)
 
     assert strays_of(run) == []
 
@@ -259,20 +260,20 @@ def test_runs_trained_together_end_as_if_trained_one_after_another(e_given, kind
 def test_runs_trained_together_draw_their_own_dropout(e_given) -> None:
     twins = [e_models(e_given, "classifier", 0, dropout=0.5) for _ in range(2)]
     data = e_split(16, 1)
-    e_finetune.train_together(twins, [data, data], [0, 0], steps=3, batch_size=4, lr=1e-2)
+    e_together.train_together(twins, [data, data], [0, 0], steps=3, batch_size=4, lr=1e-2)
     assert not torch.equal(twins[0].lm.decoder.weight, twins[1].lm.decoder.weight)
 
 
 def test_training_together_refuses_what_it_cannot_do(e_given) -> None:
     models = [e_models(e_given, "classifier", seed) for seed in (0, 1)]
     with pytest.raises(ValueError, match="different sizes"):
-        e_finetune.train_together(models, [e_split(12, 1), e_split(13, 2)], [0, 1], epochs=1)
+        e_together.train_together(models, [e_split(12, 1), e_split(13, 2)], [0, 1], epochs=1)
     with pytest.raises(ValueError, match="as many"):
-        e_finetune.train_together(models, [e_split(12, 1)], [0, 1], steps=2)
+        e_together.train_together(models, [e_split(12, 1)], [0, 1], steps=2)
     for model in models:
         model.requires_grad_(False)
     with pytest.raises(ValueError, match="no trainable parameter"):
-        e_finetune.train_together(models, [e_split(12, 1)] * 2, [0, 1], steps=2)
+        e_together.train_together(models, [e_split(12, 1)] * 2, [0, 1], steps=2)
 
 
 class ReadsItsInput(nn.Module):

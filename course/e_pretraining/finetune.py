@@ -9,15 +9,13 @@ are: each batch is moved there (``course.device``), the splits stay on the CPU.
     history = train_classifier(model, train, val, epochs=6, seed=0)
     plot_accuracy_curves({"scratch": [history, ...], ...})
 
-On a GPU, a step of these small models costs little more than launching its kernels, so the
-label-count experiment trains all the runs of one setup together (:func:`train_together`: one
-batched model through ``torch.func.vmap``, the same steps, batches and clipping per run).
+On a GPU, a step of these small models costs little more than launching its kernels, so
+:func:`train_classifiers` can train the runs of one setup together (``course.e_pretraining
+.together``: one batched model through ``torch.func.vmap``, the same batches and clipping per run).
 """
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import math
 import statistics
 import time
@@ -27,7 +25,6 @@ from dataclasses import dataclass, field
 import matplotlib.pyplot as plt
 import torch
 from torch import nn
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from course.data import WordTokenizer
 from course.device import autocast, device_of
@@ -204,7 +201,7 @@ def train_classifiers(
 ) -> list[ClassifierHistory]:
     """:func:`train_classifier` for each model r on ``trains[r]`` with ``seeds[r]``, one after
     another, or with ``together`` (worth it on a GPU, not on a CPU) all at once by
-    :func:`train_together`; models that ``torch.vmap`` cannot batch are then trained one after
+    ``together.train_together``; models that ``torch.vmap`` cannot batch are then trained one after
     another (it says so). ``train_args``: epochs or steps, lr, batch_size, weight_decay, bf16.
     With ``name``, prints each run's validation accuracy per epoch as it is known."""
 
@@ -217,6 +214,8 @@ def train_classifiers(
             )
 
     if together:
+        from course.e_pretraining.together import train_together  # it builds on this module
+
         try:
             histories = train_together(models, trains, seeds, val=val, **train_args)
         except (RuntimeError, NotImplementedError, TypeError) as error:  # vmap's refusals
@@ -232,141 +231,6 @@ def train_classifiers(
         histories.append(train_classifier(model, train, val, seed=seed, **train_args))
         report(seed, histories[-1])
     return histories
-
-
-def train_together(
-    models: Sequence[nn.Module],
-    trains: Sequence[Labelled],
-    seeds: Sequence[int],
-    *,
-    val: Labelled | None = None,
-    epochs: int = 6,
-    steps: int | None = None,
-    lr: float = 5e-4,
-    batch_size: int = 32,
-    weight_decay: float = 0.01,
-    bf16: bool = False,
-) -> list[ClassifierHistory]:
-    """Train R models of one architecture at once, model r on ``trains[r]`` with ``seeds[r]``.
-
-    What :func:`train_classifier` does to each model (the same batches in the same order, AdamW,
-    each model's gradient clipped to norm 1 on its own, the same evaluations), as one batched
-    model: the R models' weights are stacked, one forward and backward pass of
-    ``torch.func.vmap`` serves them all, one optimizer steps them all. Only dropout draws other
-    random numbers. On a GPU this is many times faster for small models; on a CPU it is slower.
-    Without ``steps``, the training splits must be of one size (their epochs then have the same
-    batches). The trained weights are copied back into ``models``, left in eval mode.
-    """
-    if not len(models) == len(trains) == len(seeds) or not models:
-        raise ValueError("train_together needs as many training splits and seeds as models")
-    if steps is None and len({len(train) for train in trains}) > 1:
-        raise ValueError("epochs of training splits of different sizes cannot be taken together")
-    device = device_of(models[0])
-    params, buffers = torch.func.stack_module_state(list(models))  # name -> (R, ...)
-    trained = [p for p in params.values() if p.requires_grad]
-    if not trained:
-        raise ValueError("the models have no trainable parameter: nothing would learn")
-    skeleton = copy.deepcopy(models[0]).train()
-
-    def loss_of(weights, state, ids, lengths, labels):  # one model's batch: (b, l), (b,), (b,)
-        logits = torch.func.functional_call(skeleton, (weights, state), (ids, lengths))
-        return nn.functional.cross_entropy(logits.float(), labels)
-
-    batched_loss = torch.vmap(loss_of, randomness="different")
-    optimizer = torch.optim.AdamW(trained, lr=lr, weight_decay=weight_decay)
-    generators = [torch.Generator().manual_seed(seed) for seed in seeds]
-    histories = [
-        ClassifierHistory(trainable=sum(p.numel() for p in m.parameters() if p.requires_grad))
-        for m in models
-    ]
-    _record(histories, 0, None, models, val)
-    torch.manual_seed(seeds[0])
-    for epoch in range(1, (1 if steps else epochs) + 1):
-        start = time.perf_counter()
-        orders = [
-            list(_batches(len(train), batch_size, steps, generator))
-            for train, generator in zip(trains, generators, strict=True)
-        ]
-        total = torch.zeros(len(models), device=device)
-        with _batchable_attention():
-            for rows in zip(*orders, strict=True):  # one batch of each run
-                ids, lengths, labels = _stacked_batch(trains, rows, device)  # (R, b, l), (R, b)
-                with autocast(device, bf16):
-                    losses = batched_loss(params, buffers, ids, lengths, labels)  # (R,)
-                optimizer.zero_grad(set_to_none=True)
-                losses.sum().backward()
-                _clip_each(trained, 1.0)
-                optimizer.step()
-                total += losses.detach()
-        seconds = time.perf_counter() - start
-        _unstack_into(models, params, buffers)
-        _record(histories, epoch, (total / len(orders[0])).tolist(), models, val, seconds)
-    return histories
-
-
-def _record(
-    histories: list[ClassifierHistory],
-    epoch: int,
-    losses: list[float] | None,
-    models: Sequence[nn.Module],
-    val: Labelled | None,
-    seconds: float = 0.0,
-) -> None:
-    """Add an epoch to each run's history: its mean loss (nan before training), the validation
-    accuracy if there is a ``val``, and the time of the epoch (of all the runs together)."""
-    for r, (history, model) in enumerate(zip(histories, models, strict=True)):
-        history.epochs.append(epoch)
-        history.train_loss.append(math.nan if losses is None else losses[r])
-        history.seconds += seconds
-        if val is not None:
-            history.val_accuracy.append(accuracy(model, val))
-
-
-@contextlib.contextmanager
-def _batchable_attention() -> Iterator[None]:
-    """Attention as plain matrix products, which ``vmap`` batches: PyTorch's fused attention
-    kernels and its inference fast path (a frozen reader in eval mode) would run model by model."""
-    fast_path = torch.backends.mha.get_fastpath_enabled()
-    torch.backends.mha.set_fastpath_enabled(False)
-    try:
-        with sdpa_kernel(SDPBackend.MATH):
-            yield
-    finally:
-        torch.backends.mha.set_fastpath_enabled(fast_path)
-
-
-def _stacked_batch(
-    trains: Sequence[Labelled], rows: Sequence[torch.Tensor], device: torch.device
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Batch ``rows[r]`` of ``trains[r]`` for every r, as one: ids (R, b, l) cut to the longest
-    of all, lengths (R, b), labels (R, b), on ``device``. Each run's padding beyond its own
-    longest row is cut from its split's right padding, or is ``pad`` (0) past the split's width."""
-    width = max(int(train.lengths[r].max()) for train, r in zip(trains, rows, strict=True))
-    ids = torch.zeros(len(trains), len(rows[0]), width, dtype=torch.long)
-    for k, (train, r) in enumerate(zip(trains, rows, strict=True)):
-        part = train.ids[r, :width]
-        ids[k, :, : part.size(1)] = part
-    lengths = torch.stack([train.lengths[r] for train, r in zip(trains, rows, strict=True)])
-    labels = torch.stack([train.labels[r] for train, r in zip(trains, rows, strict=True)])
-    return ids.to(device), lengths.to(device), labels.to(device)
-
-
-@torch.no_grad()
-def _clip_each(stacked: Sequence[torch.Tensor], max_norm: float) -> None:
-    """``clip_grad_norm_`` for each of the R models whose gradients are stacked along dim 0."""
-    squares = sum(p.grad.flatten(1).pow(2).sum(1) for p in stacked)  # (R,)
-    scale = (max_norm / (squares.sqrt() + 1e-6)).clamp(max=1.0)  # (R,)
-    for p in stacked:
-        p.grad.mul_(scale.view(-1, *[1] * (p.dim() - 1)))
-
-
-@torch.no_grad()
-def _unstack_into(models: Sequence[nn.Module], params: dict, buffers: dict) -> None:
-    """Copy model r's slice of the stacked weights and buffers back into ``models[r]``."""
-    for r, model in enumerate(models):
-        for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
-            tensor.copy_((params | buffers)[name][r])
-        model.eval()
 
 
 def _batches(
@@ -459,7 +323,7 @@ def label_count_curves(
     on a frozen base learns faster with a larger one).
 
     With ``together`` (worth it on a GPU, not on a CPU), the runs of one setup, every seed and
-    count, train at once by :func:`train_together`; ``train_args`` must then give ``steps``. A
+    count, train at once (:func:`train_classifiers`); ``train_args`` must then give ``steps``. A
     model that ``torch.vmap`` cannot batch is then trained one run after another, as without.
     """
     curves: LabelCurves = {setup: {n: [] for n in counts} for setup in setups}

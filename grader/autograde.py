@@ -104,18 +104,24 @@ def autograde_classes(
     main_dbs = {assignment: _check(root, assignment, url) for assignment in classes}
     chosen = {assignment: _chosen(root, assignment, s) for assignment, s in classes.items()}
     _prepare(unsafe_no_sandbox)
-    with (
-        tempfile.TemporaryDirectory(prefix="course-snapshot-") as folder,
-        _pool(warm, jobs) as pool,
-    ):
-        job_of = {
-            a: replace(
-                _job(root, a, url, Path(folder), jobs, not unsafe_no_sandbox, main_dbs[a]),
-                warm=pool,
-            )
-            for a in classes
-        }
-        return grade_here(job_of, chosen, jobs, url, progress, finished)
+    judge = Judge()
+    judge.start()  # it imports torch while the warm workers do: the first verdict does not wait
+    try:
+        with (
+            tempfile.TemporaryDirectory(prefix="course-snapshot-") as folder,
+            _pool(warm, jobs) as pool,
+        ):
+            job_of = {
+                a: replace(
+                    _job(root, a, url, Path(folder), jobs, not unsafe_no_sandbox, main_dbs[a]),
+                    warm=pool,
+                    judge=judge,
+                )
+                for a in classes
+            }
+            return grade_here(job_of, chosen, jobs, url, progress, finished)
+    finally:
+        judge.close()
 
 
 @contextmanager
@@ -201,11 +207,8 @@ def grade_here(
     progress: Callable[[str, Graded], None] | None = None,
     finished: Callable[[str], None] | None = None,
 ) -> dict[str, list[Graded]]:
-    """Grade the ``students`` of each assignment on this machine, ``jobs`` at a time, with one
-    judge; merge each into ``url`` as it is done."""
-    judge = Judge()
-    judge.start()
-    job_of = {a: replace(job, judge=judge) for a, job in job_of.items()}
+    """Grade the ``students`` of each assignment on this machine, ``jobs`` at a time (with the
+    jobs' judge); merge each into ``url`` as it is done."""
     results: dict[str, list[Graded]] = {a: [] for a in job_of}
     # Warm, a worker's zygote is the unit of work: one thread more than workers, so that one
     # submission's trusted judge runs while the next kernel starts (grader.grading.grade_one).
@@ -230,8 +233,6 @@ def grade_here(
         # Interrupted: stop the students still running; those saved so far stay saved.
         pool.shutdown(wait=False, cancel_futures=True)
         grading.stop_all()
-        judge.close()
         raise
     pool.shutdown()
-    judge.close()
     return {a: sorted(graded, key=lambda g: g.student) for a, graded in results.items()}

@@ -40,6 +40,7 @@ PRELOAD = [
     "grader.after_run",
     "grader.kernels",
     "grader.warm",
+    "ipykernel.kernelspec",  # by jupyter_client, for the python3 kernel's spec (with IPython)
 ]
 
 
@@ -164,6 +165,20 @@ def _child(request: dict, output: int) -> None:
     os._exit(1)
 
 
+def _prepare_once() -> None:
+    """What each child would otherwise redo, and which depends on no submission: the notebook
+    format's schema validators (compiled by fastjsonschema) and nbgrader's database mappers."""
+    import nbformat  # in the server only, like PRELOAD (the grader's process never needs it)
+    import nbgrader.api  # noqa: F401 - its models, which configure_mappers sets up
+    from nbformat.validator import get_validator  # in the server only, as nbformat
+    from sqlalchemy.orm import configure_mappers  # in the server only, as nbformat
+
+    for minor in (4, nbformat.current_nbformat_minor):  # what Jupyter has written for years
+        for relaxed in (False, True):  # nbformat.read checks strictly, nbconvert relaxed
+            get_validator(nbformat.current_nbformat, minor, relax_add_props=relaxed)
+    configure_mappers()
+
+
 def serve(path: str) -> None:
     """Preload, then fork one nbgrader per request until the grader ends."""
     from grader import nbgrader_main  # in the server, first: it keeps a slow import out
@@ -171,6 +186,7 @@ def serve(path: str) -> None:
     nbgrader_main.skip_slow_imports()
     for name in PRELOAD:
         __import__(name)
+    _prepare_once()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(16)

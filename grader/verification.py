@@ -30,6 +30,7 @@ notebook is verified a second time, where no student code runs:
 from __future__ import annotations
 
 import importlib.util
+import os
 import secrets
 import subprocess
 import sys
@@ -42,6 +43,7 @@ from nbgrader.api import SubmittedNotebook
 from course import contract
 
 SUFFIX = contract.OBSERVATIONS_SUFFIX  # written by the kernel next to the graded notebook
+JUDGE_NICENESS = 10  # the judge runs below the grading workers (see Judge._started)
 
 
 def observations_file(folder: Path, notebook: str) -> Path:
@@ -115,6 +117,9 @@ class Judge:
                 text=True,
                 bufsize=1,
             )
+            # Below the kernels: its start (torch's import) and its verdicts take what the
+            # grading workers leave, as a submission's verdict does not hold up the next kernel.
+            os.setpriority(os.PRIO_PROCESS, self._process.pid, JUDGE_NICENESS)
         return self._process
 
     def close(self) -> None:

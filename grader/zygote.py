@@ -481,14 +481,15 @@ def main(root: str) -> None:
     # As ipykernel does before any import (matplotlib reads it once, when imported): figures
     # go to the inline backend unless the environment names another.
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-    for name in PRELOAD:
-        _import(name)
     _self_test()
     control = os.path.join(root, "control")
     os.makedirs(control, exist_ok=True)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(os.path.join(control, "zygote.sock"))
-    listener.listen(16)
+    listener.bind(os.path.join(control, "zygote.sock.new"))
+    listener.listen(16)  # then named: the grader goes on, its first request waits for PRELOAD
+    os.rename(os.path.join(control, "zygote.sock.new"), os.path.join(control, "zygote.sock"))
+    for name in PRELOAD:
+        _import(name)
     wakeup, wakeup_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so that SIGCHLD is written
     signal.set_wakeup_fd(wakeup_write)

@@ -380,9 +380,10 @@ def test_the_forked_nbgrader_runs_with_the_given_folder_environment_and_limits(
     """grader/forkserver.py: a forked nbgrader gets the arguments, folder and environment asked
     for (nbgrader's --version, a config file in the folder that reads them) and the rlimits."""
     (tmp_path / "nbgrader_config.py").write_text(
-        "import os, resource\n"
+        "import os, resource, nbformat.validator\n"
         "print('env', os.environ.get('WARM_PROBE'), 'cwd', os.getcwd(), 'fsize',"
         " resource.getrlimit(resource.RLIMIT_FSIZE)[0] // 2**20)\n"
+        "print('compiled schemas', len(nbformat.validator.validators))\n"
     )
     server = ForkServer()
     try:
@@ -393,6 +394,7 @@ def test_the_forked_nbgrader_runs_with_the_given_folder_environment_and_limits(
     finally:
         server.close()
     assert f"env yes cwd {tmp_path} fsize 7" in log, log
+    assert "compiled schemas 4" in log, "the server compiles the notebook schemas once"
     assert run.returncode == 0, log
 
 

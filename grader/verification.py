@@ -43,7 +43,7 @@ from nbgrader.api import SubmittedNotebook
 from course import contract
 
 SUFFIX = contract.OBSERVATIONS_SUFFIX  # written by the kernel next to the graded notebook
-JUDGE_NICENESS = 10  # the judge runs below the grading workers (see Judge._started)
+JUDGE_NICENESS = 5  # the judge runs below the grading workers (see Judge._started)
 
 
 def observations_file(folder: Path, notebook: str) -> Path:
@@ -81,12 +81,15 @@ class Judge:
     def __init__(self) -> None:
         self._process: subprocess.Popen | None = None
         self._lock = threading.Lock()
+        self._closed = False
 
     def verify(self, assignment: str, seed: int, path: Path) -> Verification:
         """The judge's verdicts on the observations at ``path``."""
         request = contract.request_line(assignment, seed, str(path))
         with self._lock:
             for _attempt in range(2):  # a judge that died is started again, once
+                if self._closed:  # grading was stopped (a worker thread still finishing)
+                    return Verification(refused="grading was stopped before the judge's check")
                 process = self._started()
                 try:
                     process.stdin.write(request)
@@ -123,13 +126,12 @@ class Judge:
         return self._process
 
     def close(self) -> None:
-        """Stop the judge process."""
-        if self._process is not None and self._process.poll() is None:
-            self._process.stdin.close()
-            try:
-                self._process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
+        """Stop the judge process (at once: it keeps nothing, and it may still be importing
+        torch when a run is interrupted); a verdict asked for after this is refused."""
+        self._closed = True
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
         self._process = None
 
 

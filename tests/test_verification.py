@@ -63,13 +63,24 @@ def test_the_judge_process_gives_verdicts(tmp_path: Path) -> None:
         result = judge.verify("a_masks", seed, tmp_path / "o")
         refused = judge.verify("a_masks", seed, tmp_path / "absent")
         # below the grading workers: its verdicts take the CPU they leave
-        assert os.getpriority(os.PRIO_PROCESS, judge._process.pid) >= os.nice(0) + 10
+        assert os.getpriority(os.PRIO_PROCESS, judge._process.pid) >= os.nice(0) + 5
     finally:
         judge.close()
     assert result.verdicts["test_mask_visible"] is None
     assert "one mask per size" in result.verdicts["test_mask_hidden"]
     assert "not observed" in result.verdicts["test_pe_visible"]
     assert refused.refused
+
+
+def test_a_closed_judge_refuses_and_starts_no_process(tmp_path: Path) -> None:
+    """An interrupted run closes its judge while a worker thread may still ask for a verdict:
+    the thread gets a refusal at once, not a new judge that imports torch first."""
+    judge = Judge()
+    judge.start()
+    judge.close()
+    late = judge.verify("a_masks", 7, tmp_path / "o")
+    assert late.refused and "stopped" in late.refused
+    assert judge._process is None
 
 
 def test_only_points_the_judge_rejects_are_overruled() -> None:

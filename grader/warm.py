@@ -41,7 +41,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -54,6 +54,7 @@ from grader.paths import CourseError
 from grader.sandbox import readable_roots, sandbox_env, system_binds
 
 START_SECONDS = 120  # a zygote that does not answer by then is a failed start
+STOPPED = "grading was stopped: the warm workers are closed"
 ETC_FILES = SandboxedKernelManager.class_traits()["etc_files"].default()
 ENV_ALLOW = SandboxedKernelManager.class_traits()["env_allow"].default()
 
@@ -86,13 +87,17 @@ class Zygote:
         finally:
             os.close(log)
 
-    def ready(self, timeout: float = START_SECONDS) -> None:
+    def ready(
+        self, timeout: float = START_SECONDS, stopped: Callable[[], bool] = lambda: False
+    ) -> None:
         """Wait until the zygote listens, which it does once it has found that it can sandbox
         a kernel here and before it imports torch and the rest: a submission's nbgrader starts
         meanwhile, and its kernel's request waits for those imports. Fail with the zygote's
-        error output if it died."""
+        error output if it died, at once if ``stopped()`` (its pool closed)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            if stopped():
+                raise CourseError(STOPPED)
             if self.process.poll() is not None:
                 raise CourseError(f"the warm worker did not start: {self.output()[-500:]}")
             if self.socket.exists():
@@ -145,6 +150,7 @@ class WarmPool:
         self._count = 0
         self._lock = threading.Lock()
         self._closed = False
+        self._zygotes: list[Zygote] = []  # all started, free or in use: close() stops each
         self.nbgrader = ForkServer()  # each submission's nbgrader forked warm too
         try:
             for _ in range(max(1, workers)):
@@ -155,9 +161,12 @@ class WarmPool:
 
     def _new(self) -> Zygote:
         with self._lock:
+            if self._closed:
+                raise CourseError(STOPPED)
             self._count += 1
-            root = self.folder / f"worker-{self._count}"
-        return Zygote(root, self.env, self.tmp_size_mb)
+            zygote = Zygote(self.folder / f"worker-{self._count}", self.env, self.tmp_size_mb)
+            self._zygotes.append(zygote)
+            return zygote
 
     def ready(self) -> None:
         """Wait until every zygote answers (CourseError, and the pool closed, if one cannot)."""
@@ -174,12 +183,12 @@ class WarmPool:
         once the pool is closed (an interrupted run: no thread waits for ever)."""
         zygote = self._take()
         try:
-            if not zygote.alive():  # say why, then start another
+            if not zygote.alive() and not self._closed:  # say why, then start another
                 code, error = zygote.process.returncode, zygote.output()
                 print(f"warm worker ended ({code}), restarted: {error[-500:]}", file=sys.stderr)
                 zygote.close(remove=False)
                 zygote = self._new()
-            zygote.ready()
+            zygote.ready(stopped=lambda: self._closed)
             yield zygote
         finally:
             self.free.put(zygote)
@@ -190,13 +199,16 @@ class WarmPool:
                 return self.free.get(timeout=0.2)
             except queue.Empty:
                 continue
-        raise CourseError("grading was stopped: the warm workers are closed")
+        raise CourseError(STOPPED)
 
     def close(self) -> None:
-        """Stop every zygote and remove the pool's folder."""
-        self._closed = True
-        while not self.free.empty():
-            self.free.get().close()
+        """Stop every zygote, free or still held by a submission (an interrupted run: a
+        thread that took one as the pool closed gives up instead of waiting for it), and
+        remove the pool's folder."""
+        with self._lock:
+            self._closed = True
+        for zygote in self._zygotes:
+            zygote.close(remove=False)
         self.nbgrader.close()
         shutil.rmtree(self.folder, ignore_errors=True)
 

@@ -414,3 +414,25 @@ def test_warm_workers_that_cannot_start_leave_grading_cold(
     assert "the warm worker did not start: no zygote here" in said
     assert "grading with kernels started afresh (--cold)" in said
     assert {*tmp.glob("course-warm-*"), *tmp.glob("course-nbfork-*")} == before
+
+
+def test_closing_the_pool_stops_every_zygote_and_no_worker_waits() -> None:
+    """An interrupted run closes the pool while submissions hold zygotes or are taking one: each
+    zygote stops, and a thread that took one as the pool closed gives up at once (it once
+    waited two minutes for a socket that the closing pool had removed)."""
+    from grader.paths import CourseError
+
+    pool = WarmPool(1, {})
+    pool.ready()
+    held = pool.worker()
+    zygote = held.__enter__()  # a submission grading on the only zygote
+    pool.close()
+    assert not zygote.alive()
+    start = time.monotonic()
+    with pytest.raises(CourseError, match="stopped"):
+        zygote.ready(stopped=lambda: pool._closed)  # taken just before the close
+    with pytest.raises(CourseError, match="stopped"):
+        with pool.worker():
+            pass
+    assert time.monotonic() - start < 1
+    held.__exit__(None, None, None)

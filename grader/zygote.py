@@ -7,7 +7,6 @@ uses only the standard library, ctypes and the modules it preloads (:data:`PRELO
 The zygote imports torch, ipykernel and the course once, runs no torch op and starts no
 thread, then serves requests on ``WORKER_ROOT/control/zygote.sock`` (one JSON line each):
 
-- ``{"op": "ping"}`` -> ``{"ok": true}``;
 - ``{"op": "start", ...}`` with two file descriptors (the kernel's stdout and stderr) ->
   ``{"ok": true}`` once the kernel's sandbox is set up, or ``{"error": "..."}``; then, on the
   same connection, ``{"op": "kill"}`` kills the kernel's whole PID namespace, and the zygote
@@ -391,9 +390,7 @@ def _handle(
 ) -> None:
     try:
         request = json.loads(message.decode().splitlines()[0])
-        if request.get("op") == "ping":
-            _send(connection, {"ok": True})
-        elif request.get("op") == "preload":  # LATER now, then answer (tests: a settled zygote)
+        if request.get("op") == "preload":  # LATER now, then answer (tests: a settled zygote)
             while later:
                 _import(later.pop(0))
             _send(connection, {"ok": True})

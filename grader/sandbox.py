@@ -69,7 +69,18 @@ def sandbox_command(
     args += ["--cap-drop", "ALL", "--clearenv"]
     for name, value in sorted(sandbox_env(env_allow).items()):
         args += ["--setenv", name, value]
-    return [*args, "--", *kernel]
+    return [*args, "--", sys.executable, "-I", "-S", "-c", NEW_SESSION_KEYRING, *kernel]
+
+
+# Run first in the sandbox, then replaced by the kernel: a session keyring of the kernel's own.
+# The grader's (a login session has one) would otherwise be shared by every kernel it starts,
+# a place to leave a key for the next submission. keyctl's system call (operation 1: join).
+NEW_SESSION_KEYRING = """import ctypes, os, sys
+number = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)
+if number is not None and ctypes.CDLL(None, use_errno=True).syscall(number, 1, None) < 0:
+    sys.exit("the kernel's sandbox could not give it a session keyring of its own")
+os.execv(sys.argv[1], sys.argv[1:])
+"""
 
 
 def system_binds(etc_files: list[str], tmp_size_mb: int) -> list[str]:
@@ -78,6 +89,9 @@ def system_binds(etc_files: list[str], tmp_size_mb: int) -> list[str]:
     # /tmp first: the folders bound below may live under /tmp (a clone there, say).
     args = ["--size", str(tmp_size_mb * 2**20), "--tmpfs", "/tmp"]
     args += ["--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev"]
+    # The host's settings, read-only: bubblewrap leaves /proc/sys writable to a process whose
+    # user is root on the host (the grader run as root), capabilities or not.
+    args += ["--ro-bind", "/proc/sys", "/proc/sys"]
     for link in ("bin", "lib", "lib64", "sbin"):
         if os.path.islink(f"/{link}"):
             args += ["--symlink", os.readlink(f"/{link}"), f"/{link}"]

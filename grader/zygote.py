@@ -13,9 +13,9 @@ thread, then serves requests on ``WORKER_ROOT/control/zygote.sock`` (one JSON li
   sends ``{"exit": STATUS}`` when it has ended. A connection that closes kills its kernel.
 
 Each kernel is three processes: A (forked by the zygote, unshares new mount, PID, network,
-IPC and UTS namespaces, then waits), B (PID 1 of the new PID namespace: sets up the mounts,
-the rlimits and drops every capability, then reaps) and C (the kernel: a clean environment,
-fresh random state, ipykernel). Killing B ends every process of the namespace.
+IPC and UTS namespaces, then waits), B (PID 1 of the new PID namespace: sets up the mounts
+and rlimits, enters a user namespace of its own, drops every capability, then reaps) and C
+(the kernel: clean environment, fresh random state, ipykernel). Killing B ends all of them.
 """
 
 from __future__ import annotations
@@ -34,51 +34,31 @@ import sys
 import time
 import traceback
 
-# What a kernel imports (PRELOAD, before the zygote answers) and what the notebooks import on
-# first use (LATER, imported one at a time while the zygote is idle, so that the first kernel
-# does not wait for them). Found by running every source notebook in a warm kernel and listing
-# the modules its cells added. Imports only, no torch op. Left out on purpose: datasets and
-# pyarrow, whose import starts a thread (jemalloc's), which a fork would not carry.
-PRELOAD = [
-    "numpy",
-    "numpy.random",  # imported lazily by numpy 2: preloaded, or /tmp's tmpfs may hide it
-    "torch",
-    "matplotlib",
-    "matplotlib.pyplot",
-    "IPython",
-    "ipykernel.kernelapp",
-    "ipykernel.ipkernel",
-    "course",
-]
-# Not matplotlib_inline.backend_inline: its import hooks the figures into the kernel's shell,
-# which exists only in the kernel (imported here, a figure not shown by plt.show() was lost).
-LATER = [
-    "PIL.PngImagePlugin",
-    "IPython.core.pylabtools",
-    "IPython.core.magics.execution",
-    "ipykernel.debugger",
-    "ipywidgets",
-    "torch._dynamo",  # by an optimizer's first step: 0.8 s, with sympy and torch.fx
-    "course.*",  # every module of the course package
-]
+# What a kernel imports (PRELOAD, before the zygote answers: the first kernels, forked at
+# once, would each import what is missing) and what only some notebooks import, on first use
+# (LATER, imported while the zygote is idle). Found by running every source notebook in a warm
+# kernel and listing the modules its cells added. Imports only, no torch op. Left out on
+# purpose: datasets and pyarrow, whose import starts a thread (jemalloc's), which a fork would
+# not carry; matplotlib_inline.backend_inline, whose import hooks the figures into the
+# kernel's shell, which exists only in the kernel (imported here, a figure not shown by
+# plt.show() was lost). numpy.random: imported lazily by numpy 2, or /tmp's tmpfs may hide it.
+PRELOAD = ["numpy", "numpy.random", "torch", "matplotlib", "matplotlib.pyplot", "IPython"]
+PRELOAD += ["ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.debugger", "ipywidgets"]
+PRELOAD += ["PIL.PngImagePlugin", "IPython.core.pylabtools", "IPython.core.magics.execution"]
+PRELOAD += ["course", "course.*"]  # course.*: every module of the course package
+LATER = ["torch._dynamo"]  # by an optimizer's first step: 0.8 s, with sympy and torch.fx
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
-CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
+CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWUSER = 0x20000000, 0x40000000, 0x10000000
 NEW_NAMESPACES = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
-OPTION_FLAGS = {
-    "ro": MS_RDONLY,
-    "nosuid": MS_NOSUID,
-    "nodev": MS_NODEV,
-    "noexec": MS_NOEXEC,
-    "noatime": MS_NOATIME,
-    "nodiratime": MS_NODIRATIME,
-    "relatime": MS_RELATIME,
-}
+OPTION_FLAGS = {"ro": MS_RDONLY, "nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC}
+OPTION_FLAGS |= {"noatime": MS_NOATIME, "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME}
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 38, 47, 4
 PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG = 36, 1
+KEYCTL = {"x86_64": 250, "aarch64": 219}  # keyctl's system call number (operation 1: join)
 
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -120,6 +100,11 @@ def _mounts(request: dict, root: str) -> None:
         _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND)
         os.close(fd)
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for name in ("sys", "sysrq-trigger", "irq", "bus"):  # the host's settings, as bubblewrap
+        path = f"/proc/{name}"  # covers them: read-only (a kernel run by root could write them)
+        if os.path.exists(path):
+            _mount(path, path, None, MS_BIND | MS_REC)
+            _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
     _read_only_but(_writable_mounts(request))
 
 
@@ -152,6 +137,19 @@ def _read_only_but(writable: set[str]) -> None:
         except OSError as error:
             if error.errno != 22:  # EINVAL: hidden under a later mount (the worker's folder)
                 raise
+
+
+def _own_user_namespace() -> None:
+    """A user namespace of the kernel's own (ids mapped to themselves) and a new session
+    keyring: its keyrings are never another kernel's nor the grader's. Entered after the
+    mounts (bubblewrap's covered /proc refuses a nested user namespace)."""
+    uid, gid = os.geteuid(), os.getegid()
+    _check(libc.unshare(CLONE_NEWUSER), "unshare user")
+    for name, text in [("uid_map", uid), ("setgroups", "deny"), ("gid_map", gid)]:
+        with open(f"/proc/self/{name}", "w") as file:
+            file.write(text if text == "deny" else f"{text} {text} 1")
+    keyctl = KEYCTL.get(os.uname().machine)  # a new session keyring: not the grader's either
+    _check(0 if keyctl is None else min(0, libc.syscall(keyctl, 1, None)), "session keyring")
 
 
 def _drop_capabilities() -> None:
@@ -251,6 +249,7 @@ def _init(request: dict, root: str, status: int, fds: list[int]) -> None:
     try:
         _mounts(request, root)
         _rlimits(*request["limits"])
+        _own_user_namespace()
         _drop_capabilities()
         null = os.open("/dev/null", os.O_RDONLY)
         os.dup2(null, 0)
@@ -459,6 +458,7 @@ def _self_test() -> None:
                 _mount(None, "/", None, MS_REC | MS_PRIVATE)
                 _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m")
                 _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+                _own_user_namespace()
                 _drop_capabilities()
                 os._exit(0)
             _, code = os.waitpid(init, 0)

@@ -6,6 +6,7 @@ the sandbox from inside; each test reads one probe's output.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
@@ -26,6 +27,8 @@ from grader.kernels import SandboxedKernelManager
 from grader.paths import CourseError
 from grader.warm import WarmKernelManager, WarmPool
 
+# keyctl's system call number by machine (add_key and request_key are the two before it)
+KEYCTL = {"x86_64": 250, "aarch64": 219}
 PROBES = {
     "secret": "print(open(SECRET).read())",
     "write_here": "open('mine.txt', 'w').write('ok'); print(open('mine.txt').read())",
@@ -48,7 +51,30 @@ PROBES = {
     "grader": "import grader",
     "endless": "import time\ntime.sleep(120)",
     "after": "print('the next cell runs')",
+    # The host's settings under /proc (a kernel run by root could otherwise write them).
+    "host_settings": (
+        "import os\nwritable = [p for p in ('/proc/sys/kernel/printk_ratelimit',\n"
+        "    '/proc/sys/vm/drop_caches', '/proc/sysrq-trigger') if os.access(p, os.W_OK)]\n"
+        "try:\n    path = '/proc/sys/kernel/printk_ratelimit'\n"
+        "    open(path, 'w').write(open(path).read())\n    writable.append('written')\n"
+        "except OSError:\n    pass\nprint(writable)"
+    ),
+    # The grader's session keyring (a login session has one): a place to leave a key.
+    "grader_keyring": (
+        f"import ctypes, os\nnumber = {KEYCTL}[os.uname().machine] - 1  # request_key\n"
+        "print(ctypes.CDLL(None).syscall(number, b'user', b'grader-key', None, 0) > 0)"
+    ),
 }
+
+
+def grader_key() -> None:
+    """Give this process a session keyring of its own, holding a key, as a login session's
+    would: the kernels it starts (and a zygote it starts) must not reach it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    number = KEYCTL[os.uname().machine]
+    assert libc.syscall(number, 1, None) > 0, "no session keyring joined"
+    added = libc.syscall(number - 2, b"user", b"grader-key", b"secret", 6, -3)  # the session's
+    assert added > 0 and libc.syscall(number - 1, b"user", b"grader-key", None, 0) == added
 
 
 @pytest.fixture(scope="module", params=["cold", "warm"])
@@ -57,6 +83,7 @@ def probed(
 ) -> Iterator[dict[str, list[dict]]]:
     """The probes' outputs, from a kernel started in bubblewrap ("cold") and from one forked by
     a warm worker's zygote ("warm", grader/warm.py): the same sandbox either way."""
+    grader_key()
     if request.param == "cold":
         yield probe(tmp_path_factory, tmp_path_factory.mktemp("work"), SandboxedKernelManager, {})
         return
@@ -172,6 +199,18 @@ def test_no_capability(probed) -> None:
 def test_torch_and_the_notebook_side_work_the_grader_is_absent(probed) -> None:
     assert text(probed["system"]).startswith("2.")
     assert error(probed["grader"]) == "ModuleNotFoundError"
+
+
+def test_the_hosts_settings_are_read_only(probed) -> None:
+    """/proc/sys and /proc/sysrq-trigger are covered read-only in the kernel's own /proc too
+    (a warm kernel once wrote a sysctl of the host when the grader ran as root)."""
+    assert text(probed["host_settings"]).strip() == "[]", probed["host_settings"]
+
+
+def test_the_graders_session_keyring_is_out_of_reach(probed) -> None:
+    """A kernel has a session keyring of its own: a key the grader's session holds (so one
+    that another kernel could have left there) is not found."""
+    assert text(probed["grader_keyring"]).strip() == "False", probed["grader_keyring"]
 
 
 def test_a_cell_timeout_interrupts_and_the_next_cell_runs(probed) -> None:

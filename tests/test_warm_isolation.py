@@ -32,6 +32,7 @@ from grader.forkserver import ForkServer
 from grader.warm import WarmKernelManager, WarmPool, Zygote, connect, request
 from tests.conftest import class_outcome, make_course_copy, run_coroutine
 from tests.test_adversarial import ASSIGNMENT, MASK, NOTEBOOK, WRONG_MASK, append_code
+from tests.test_kernel_sandbox import KEYCTL, grader_key
 
 MB = 2**20
 STATUS = "dict(l.split(':', 1) for l in open('/proc/self/status'))"
@@ -49,13 +50,16 @@ os.environ["PLANTED"] = "1"
 threading.Thread(target=time.sleep, args=(1000,), name="planted-thread").start()
 subprocess.Popen(["sleep", "1000.25"])
 random.seed(1); numpy.random.seed(1); torch.manual_seed(1)
+import ctypes  # a key in the session, user and user-session keyrings (add_key: keyctl's - 2)
+KEYS = ctypes.CDLL(None).syscall, KEYCTL[os.uname().machine]
+assert all(KEYS[0](KEYS[1] - 2, b"user", b"planted", b"x", 1, ring) > 0 for ring in (-3, -4, -5))
 before = int(STATUS["VmRSS"].split()[0]) // 1024
 big = bytearray(b"x" * (400 * 2**20))
 print(before)
-""".replace("STATUS", STATUS)
+""".replace("STATUS", STATUS).replace("KEYCTL", str(KEYCTL))
 
 LOOK = """
-import json, os, random, sys, threading
+import ctypes, json, os, random, sys, threading
 import numpy, torch, torch.nn.functional as F, course.mode
 state = random.getstate(); random.seed(1); python_seeded = state == random.getstate()
 state = numpy.random.get_state()[1].copy(); numpy.random.seed(1)
@@ -72,10 +76,12 @@ found = {
     "processes": [p for p in os.listdir("/proc") if p.isdigit()
                   and b"1000.25" in open(f"/proc/{p}/cmdline", "rb").read()],
     "random": [python_seeded, numpy_seeded, torch.initial_seed() == 1],
+    "keyring": ctypes.CDLL(None).syscall(KEYCTL[os.uname().machine] - 1, b"user", b"planted",
+                                         None, 0) > 0,  # request_key: keyctl's - 1
 }
 print(json.dumps(found))
 print(int(STATUS["VmRSS"].split()[0]) // 1024)
-""".replace("STATUS", STATUS)
+""".replace("STATUS", STATUS).replace("KEYCTL", str(KEYCTL))
 
 RANDOM = (
     "import random, numpy, torch\n"
@@ -85,7 +91,9 @@ RANDOM = (
 
 @pytest.fixture(scope="module")
 def zygote() -> Iterator[Zygote]:
-    """One worker: every kernel of this module is forked from this zygote."""
+    """One worker: every kernel of this module is forked from this zygote (started from a
+    process with a session keyring, as a login session has one)."""
+    grader_key()
     pool = WarmPool(1, {})
     try:
         with pool.worker() as one:
@@ -141,6 +149,7 @@ def test_nothing_of_an_earlier_kernel_is_visible(zygote: Zygote) -> None:
         "threads": [],
         "processes": [],
         "random": [False, False, False],
+        "keyring": False,
     }
     assert rss < rss_before + 200, f"{rss} MB resident, {rss_before} MB before the allocation"
     assert not marked("1000.25"), "the first kernel's process outlived it"

@@ -9,7 +9,7 @@ all``: every demo student) in scratch copies of the course, in one run:
   limits, no judge, nbgrader's default kernel), and ``nbgrader autograde`` with the course's
   config but neither the sandbox nor the judge (one process for the class);
 - ``course autograde --cold`` (kernels started afresh in bubblewrap) and ``course autograde``
-  (warm, the default: kernels forked from a zygote per worker, grader/warm.py), at each
+  (warm, the default: kernels forked from the run's zygote, grader/warm.py), at each
   ``--jobs``.
 
 Prints the wall-clock seconds per submission (and per submission and worker), the trusted

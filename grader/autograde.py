@@ -59,7 +59,7 @@ def autograde(
 
     With ``cluster`` (a Dask scheduler's address, or ``local:N``) the submissions are graded
     on Dask workers instead, in the same sandbox, and merged here (:mod:`grader.cluster`).
-    ``warm`` (the default): each worker's kernels are forked from a preloaded zygote in the
+    ``warm`` (the default): the workers' kernels are forked from a preloaded zygote in the
     sandbox (:mod:`grader.warm`); not ``warm`` (``--cold``), without the sandbox, or on a
     cluster, each kernel starts afresh.
     """
@@ -95,8 +95,8 @@ def autograde_classes(
     (`course demo` grades five students of each; by assignments, one worker of two idled at
     the end of each). ``progress(assignment, graded)`` is called as each student is merged and
     ``finished(assignment)`` when an assignment's last student is (`course demo` writes its
-    feedback then, while the workers go on). With ``warm`` (and the sandbox), one zygote per
-    worker forks the kernels (:mod:`grader.warm`). Returns the :class:`Graded` of each
+    feedback then, while the workers go on). With ``warm`` (and the sandbox), one zygote forks
+    the kernels of every worker (:mod:`grader.warm`). Returns the :class:`Graded` of each
     assignment.
     """
     warm = warm and not unsafe_no_sandbox  # a zygote forks kernels into the sandbox only
@@ -126,15 +126,15 @@ def autograde_classes(
 
 @contextmanager
 def _pool(warm: bool, jobs: int) -> Iterator[WarmPool | None]:
-    """One warm zygote per worker (``warm``), stopped when grading ends; else None (also when
-    the zygotes cannot start here: grading then goes on cold, and says so)."""
+    """The warm zygote of ``jobs`` workers (``warm``), stopped when grading ends; else None
+    (also when it cannot start here: grading then goes on cold, and says so)."""
     if not warm:
         yield None
         return
     from grader.warm import WarmPool  # jupyter_client: only when asked for
 
     try:
-        pool = WarmPool(max(1, jobs), worker_env(jobs))
+        pool = WarmPool(jobs, worker_env(jobs))
         pool.ready()
     except CourseError as error:
         print(f"{error}; grading with kernels started afresh (--cold)", file=sys.stderr)
@@ -210,7 +210,7 @@ def grade_here(
     """Grade the ``students`` of each assignment on this machine, ``jobs`` at a time (with the
     jobs' judge); merge each into ``url`` as it is done."""
     results: dict[str, list[Graded]] = {a: [] for a in job_of}
-    # Warm, a worker's zygote is the unit of work: one thread more than workers, so that one
+    # Warm, a worker's slot is the unit of work: one thread more than workers, so that one
     # submission's trusted judge runs while the next kernel starts (grader.grading.grade_one).
     warm = any(job.warm for job in job_of.values())
     pool = ThreadPoolExecutor(max_workers=max(1, jobs) + (1 if warm else 0))

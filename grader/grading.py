@@ -54,8 +54,8 @@ def grade_one(job: GradingJob, student: str) -> tuple[Graded, bytes | None]:
         message = "no notebook of the assignment in the submission"
         return Graded(student, False, 0.0, message, notebook_events(job, student)), None
     with ExitStack() as stack:
-        # The warm worker is given back once nbgrader is done: its next kernel starts while
-        # this submission is judged (its scratch course stays until then, see WarmPool).
+        # The warm worker's slot is given back once nbgrader is done: the next kernel starts
+        # while this submission is judged (its scratch course stays until then, see WarmPool).
         worker = stack.enter_context(ExitStack())
         zygote = worker.enter_context(job.warm.worker()) if job.warm else None
         parent = zygote.root if zygote else None

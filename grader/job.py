@@ -31,4 +31,4 @@ class GradingJob:
     env: dict[str, str]  # environment of the nbgrader process (grader.nbgrader_run.worker_env)
     sandboxed: bool = True  # the kernel in bubblewrap (grader.kernels.SandboxedKernelManager)
     judge: Judge | None = None  # None: no trusted verification (grader.verification)
-    warm: WarmPool | None = None  # kernels forked from a zygote per worker (grader.warm)
+    warm: WarmPool | None = None  # kernels forked from the run's zygote (grader.warm)

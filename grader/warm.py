@@ -1,30 +1,32 @@
-"""A warm start per grading worker: kernels forked from a zygote (``course autograde``, the
-default; ``--cold`` starts each kernel afresh).
+"""A warm start for grading: kernels forked from a zygote (``course autograde``, the default;
+``--cold`` starts each kernel afresh).
 
-Design. A cold kernel pays for Python, ipykernel and torch on every submission. Here each
-worker of ``course autograde`` keeps one *zygote* (:mod:`grader.zygote`), started once inside
-bubblewrap with its own user namespace forced (``--unshare-user``: whatever capability it holds
-is one of that namespace, never the host's), and new PID, network, IPC and UTS namespaces. It
-sees what a cold kernel sees (:func:`grader.sandbox.system_binds`) plus, writable, the worker's
-own folder, where this worker's scratch courses are made. It imports torch, numpy, matplotlib,
-ipykernel and ``course``, never runs a torch op and starts no thread (fork safety), and waits.
-For each kernel nbgrader asks for (:class:`WarmKernelManager`, over the zygote's Unix socket),
-it forks a child that, before any student code, unshares new mount, PID, network, IPC and UTS
-namespaces and forks again (the kernel's parent is PID 1 of the new PID namespace), mounts a
-fresh /tmp, /dev/shm and /proc, hides the worker's folder but the submission's folder and its
-socket folder, remounts every other mount read-only, applies the rlimits, drops every
-capability (bounding and ambient sets too, and no_new_privs), closes every inherited file,
-resets the environment to the allowed list, argv, sys.path and the random state (Python's and
-numpy's reseeded from the OS, torch's to a fresh process's default seed), and starts
-ipykernel's IPKernelApp on the ipc sockets of the connection file, as the cold path does.
-Nothing of an earlier submission can be seen: its processes are gone (killing PID 1 of its
-namespace ends all of them, threads included), its memory was its own (copy-on-write), its
-files were in its own /tmp and folder, and the zygote's modules, environment and random state
-were never touched by student code. What stays shared by design: the zygote's hash seed
-(str hashes), like PYTHONHASHSEED, and what the zygote imported before any submission.
-Interrupts go by message (as in the sandbox); shutdown and the deadline kill the namespace
-(the zygote also kills a kernel whose nbgrader connection closed: a killed nbgrader).
-The pool also holds the run's :class:`grader.forkserver.ForkServer`, which forks each
+Design. A cold kernel pays for Python, ipykernel and torch on every submission. Here a run of
+``course autograde`` keeps one *zygote* (:mod:`grader.zygote`) for all its workers, started once
+inside bubblewrap with its own user namespace forced (``--unshare-user``: whatever capability it
+holds is one of that namespace, never the host's), and new PID, network, IPC and UTS namespaces.
+It sees what a cold kernel sees (:func:`grader.sandbox.system_binds`) plus, writable, its own
+folder, where the workers' scratch courses are made. One zygote, not one per worker: each
+started zygote imports torch again, while the workers' kernels, each in its own namespaces (user
+namespace included), are as apart forked from one as from two. It imports torch, numpy,
+matplotlib, ipykernel and ``course``, never runs a torch op and starts no thread (fork safety),
+and waits. For each kernel nbgrader asks for (:class:`WarmKernelManager`, over the zygote's Unix
+socket), it forks a child that, before any student code, unshares new mount, PID, network, IPC
+and UTS namespaces and forks again (the kernel's parent is PID 1 of the new PID namespace),
+mounts a fresh /tmp, /dev/shm and /proc, hides the zygote's folder but the submission's folder
+and its socket folder, remounts every other mount read-only, applies the rlimits, enters a user
+namespace and a session keyring of its own, drops every capability (bounding and ambient sets
+too, and no_new_privs), closes every inherited file, resets the environment to the allowed list,
+argv, sys.path and the random state (Python's and numpy's reseeded from the OS, torch's to a
+fresh process's default seed), and starts ipykernel's IPKernelApp on the ipc sockets of the
+connection file, as the cold path does. Nothing of an earlier submission can be seen: its
+processes are gone (killing PID 1 of its namespace ends all of them, threads included), its
+memory was its own (copy-on-write), its files were in its own /tmp and folder, and the zygote's
+modules, environment and random state were never touched by student code. What stays shared by
+design: the zygote's hash seed (str hashes), like PYTHONHASHSEED, and what the zygote imported
+before any submission. Interrupts go by message (as in the sandbox); shutdown and the deadline
+kill the namespace (the zygote also kills a kernel whose nbgrader connection closed: a killed
+nbgrader). The pool also holds the run's :class:`grader.forkserver.ForkServer`, which forks each
 submission's nbgrader process (trusted, outside the sandbox) from one that imported nbgrader.
 """
 
@@ -32,7 +34,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import shutil
 import signal
 import socket
@@ -65,7 +66,7 @@ def zygote_source() -> str:
 
 
 class Zygote:
-    """One worker's zygote: a bubblewrap sandbox holding a preloaded Python, and its folder."""
+    """A zygote: a bubblewrap sandbox holding a preloaded Python, and its folder."""
 
     def __init__(self, root: Path, env: dict[str, str], tmp_size_mb: int) -> None:
         self.root = root
@@ -140,71 +141,74 @@ class Zygote:
 
 
 class WarmPool:
-    """One zygote per worker; a submission takes one for its whole grading (:meth:`worker`)."""
+    """One zygote for the ``workers`` of a run: each submission's kernel is forked from it, in
+    its own namespaces; at most ``workers`` submissions hold it at once (:meth:`worker`)."""
 
     def __init__(self, workers: int, env: dict[str, str], tmp_size_mb: int = 256) -> None:
+        self.slots = threading.BoundedSemaphore(max(1, workers))
         self.folder = Path(tempfile.mkdtemp(prefix="course-warm-"))
         self.env = {**sandbox_env(ENV_ALLOW), **_only(env)}
         self.tmp_size_mb = tmp_size_mb
-        self.free: queue.Queue[Zygote] = queue.Queue()
         self._count = 0
         self._lock = threading.Lock()
         self._closed = False
-        self._zygotes: list[Zygote] = []  # all started, free or in use: close() stops each
+        self._zygotes: list[Zygote] = []  # the one serving, and any that died: close() stops each
         self.nbgrader = ForkServer()  # each submission's nbgrader forked warm too
         try:
-            for _ in range(max(1, workers)):
-                self.free.put(self._new())
+            self._new()
         except BaseException:  # bwrap missing, say: nothing of the pool is left behind
             self.close()
             raise
 
     def _new(self) -> Zygote:
-        with self._lock:
-            if self._closed:
-                raise CourseError(STOPPED)
-            self._count += 1
-            zygote = Zygote(self.folder / f"worker-{self._count}", self.env, self.tmp_size_mb)
-            self._zygotes.append(zygote)
-            return zygote
+        """Start a zygote (the lock held, or before any worker runs)."""
+        if self._closed:
+            raise CourseError(STOPPED)
+        self._count += 1
+        zygote = Zygote(self.folder / f"zygote-{self._count}", self.env, self.tmp_size_mb)
+        self._zygotes.append(zygote)
+        return zygote
 
     def ready(self) -> None:
-        """Wait until every zygote answers (CourseError, and the pool closed, if one cannot)."""
+        """Wait until the zygote answers (CourseError, and the pool closed, if it cannot)."""
         try:
-            for zygote in list(self.free.queue):
-                zygote.ready()
+            self._zygotes[-1].ready(stopped=lambda: self._closed)
         except BaseException:
             self.close()
             raise
 
     @contextmanager
     def worker(self) -> Iterator[Zygote]:
-        """A ready zygote for one submission (a new one if the last one died); CourseError
-        once the pool is closed (an interrupted run: no thread waits for ever)."""
-        zygote = self._take()
+        """The ready zygote, for one submission (a new one if it died); CourseError once the
+        pool is closed (an interrupted run: no thread waits for ever)."""
+        self._take_slot()
         try:
+            yield self._ready_zygote()
+        finally:
+            self.slots.release()
+
+    def _take_slot(self) -> None:
+        while not self._closed:
+            if self.slots.acquire(timeout=0.2):
+                return
+        raise CourseError(STOPPED)
+
+    def _ready_zygote(self) -> Zygote:
+        with self._lock:
+            zygote = self._zygotes[-1] if self._zygotes else self._new()
             if not zygote.alive() and not self._closed:  # say why, then start another
                 code, error = zygote.process.returncode, zygote.output()
                 print(f"warm worker ended ({code}), restarted: {error[-500:]}", file=sys.stderr)
-                zygote.close(remove=False)
+                zygote.close(remove=False)  # other submissions' scratch courses may be there
                 zygote = self._new()
-            zygote.ready(stopped=lambda: self._closed)
-            yield zygote
-        finally:
-            self.free.put(zygote)
-
-    def _take(self) -> Zygote:
-        while not self._closed:
-            try:
-                return self.free.get(timeout=0.2)
-            except queue.Empty:
-                continue
-        raise CourseError(STOPPED)
+            if self._closed:
+                raise CourseError(STOPPED)
+        zygote.ready(stopped=lambda: self._closed)
+        return zygote
 
     def close(self) -> None:
-        """Stop every zygote, free or still held by a submission (an interrupted run: a
-        thread that took one as the pool closed gives up instead of waiting for it), and
-        remove the pool's folder."""
+        """Stop every zygote (an interrupted run: a submission taking one as the pool closes
+        gives up instead of waiting for it), and remove the pool's folder."""
         with self._lock:
             self._closed = True
         for zygote in self._zygotes:
@@ -299,7 +303,7 @@ class WarmProcess:
 
 
 class WarmKernelManager(SandboxedKernelManager):
-    """A sandboxed kernel forked from the worker's zygote instead of started by bubblewrap.
+    """A sandboxed kernel forked from the run's zygote instead of started by bubblewrap.
 
     The sandbox is the one of :class:`SandboxedKernelManager` (same files visible, same
     limits, same environment), set up by the zygote (:mod:`grader.zygote`)."""

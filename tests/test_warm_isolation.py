@@ -17,6 +17,7 @@ import asyncio
 import json
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -215,6 +216,49 @@ def test_another_submission_and_the_zygote_are_hidden(zygote: Zygote) -> None:
         " if os.path.exists(p)])"
     )
     assert run(zygote, folder(zygote, "looks"), [look])[0].strip() == "[]"
+
+
+BESIDE = """
+import ctypes, os, subprocess, time
+open("here.txt", "w").write("a submission graded at the same time")
+subprocess.Popen(["sleep", "1000.5"])
+KEYS = ctypes.CDLL(None).syscall, KEYCTL[os.uname().machine]
+planted = [KEYS[0](KEYS[1] - 2, b"user", b"beside", b"x", 1, ring) > 0 for ring in (-3, -4, -5)]
+open("planted.txt", "w").write(str(planted))
+end = time.monotonic() + 60
+while not os.path.exists("looked.txt") and time.monotonic() < end:  # the other kernel looks
+    time.sleep(0.05)
+""".replace("KEYCTL", str(KEYCTL))
+
+LOOK_BESIDE = """
+import ctypes, json, os
+print(json.dumps({
+    "files": os.path.exists(OTHER),
+    "processes": [p for p in os.listdir("/proc") if p.isdigit()
+                  and b"1000.5" in open(f"/proc/{p}/cmdline", "rb").read()],
+    "keyring": ctypes.CDLL(None).syscall(KEYCTL[os.uname().machine] - 1, b"user", b"beside",
+                                         None, 0) > 0,
+}))
+""".replace("KEYCTL", str(KEYCTL))
+
+
+def test_two_kernels_at_once_see_nothing_of_each_other(zygote: Zygote) -> None:
+    """The workers of a run share its zygote: a kernel graded while another runs finds
+    nothing of it (its folder, its processes, the keys it left in its keyrings)."""
+    one, two = folder(zygote, "beside-one"), folder(zygote, "beside-two")
+    first = threading.Thread(target=run, args=(zygote, one, [BESIDE]))
+    first.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not (one / "planted.txt").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        output = run(zygote, two, [f"OTHER = {str(one / 'here.txt')!r}", LOOK_BESIDE])[1]
+    finally:
+        (one / "looked.txt").write_text("done")
+        first.join()
+    assert (one / "planted.txt").read_text() == "[True, True, True]"  # it did leave them
+    assert json.loads(last_line(output)) == {"files": False, "processes": [], "keyring": False}
+    assert not marked("1000.5"), "the first kernel's process outlived it"
 
 
 NETWORK = """

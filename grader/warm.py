@@ -74,7 +74,10 @@ class Zygote:
         self.socket = root / "control" / "zygote.sock"
         args = ["bwrap", *system_binds(ETC_FILES, tmp_size_mb)]
         args += ["--bind", str(root), str(root), "--chdir", str(root)]
-        args += ["--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc"]
+        # User 0 with every capability, of its own user namespace only (run by an ordinary
+        # user, bubblewrap would leave it none): what it needs to set up each kernel's mounts.
+        args += ["--unshare-user", "--uid", "0", "--gid", "0", "--cap-add", "ALL"]
+        args += ["--unshare-pid", "--unshare-net", "--unshare-ipc"]
         args += ["--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
         args += ["--clearenv"]
         for name, value in sorted(env.items()):

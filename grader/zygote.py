@@ -444,8 +444,8 @@ def _import(name: str) -> None:
 
 def _self_test() -> None:
     """Set up the namespaces and mounts of a kernel's sandbox in a child that then ends: a
-    zygote that could not (bubblewrap run by an ordinary user leaves it no capability) ends
-    here with why, before it serves, and the grader grades cold (grader.autograde)."""
+    zygote that could not (nested user namespaces refused here, say) ends here with why,
+    before it serves, and the grader grades cold (grader.autograde)."""
     read, write = os.pipe()
     child = os.fork()
     if child == 0:

@@ -127,8 +127,9 @@ class Site:
             found["JUPYTER_CONFIG_PATH"] = str(DEPLOY)
         return found
 
-    def run_as(self, user: str, *args: str, cwd: Path | None = None) -> str:
-        """Run a command as ``user``; fail the test with its output if it fails."""
+    def run_as(self, user: str, *args: str, cwd: Path | None = None, errors: bool = False) -> str:
+        """Run a command as ``user``; fail the test with its output if it fails. Returns its
+        standard output (and its error output after it, with ``errors``)."""
         done = subprocess.run(
             args,
             cwd=cwd or self.home(user),
@@ -144,7 +145,7 @@ class Site:
             f"`{' '.join(args)}` as {user} exited {done.returncode}:\n"
             f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         )
-        return done.stdout
+        return done.stdout + (done.stderr if errors else "")
 
     def hub_api(self, method: str, path: str, **kwargs: object) -> requests.Response:
         """A request to the Hub REST API with the admin service's token."""
@@ -420,11 +421,15 @@ def test_class_on_jupyterhub(site: Site) -> None:
         assert done["success"], done
         assert list(inbound.glob(f"{student}+{ASSIGNMENT}+*")), f"no submission of {student}"
 
-    # The instructor collects, autogrades (sandboxed, as that user) and returns feedback.
+    # The instructor collects, autogrades (sandboxed, as that user, with warm workers: an
+    # ordinary user's zygote can set up the kernels' sandboxes too) and returns feedback.
     site.run_as(instructor, "nbgrader", "collect", ASSIGNMENT, cwd=course)
     for student in (good, blank):
         assert (course / "submitted" / student / ASSIGNMENT / NOTEBOOK).is_file()
-    site.run_as(instructor, "course", "autograde", ASSIGNMENT, "--jobs", "2", cwd=course)
+    said = site.run_as(
+        instructor, "course", "autograde", ASSIGNMENT, "--jobs", "2", cwd=course, errors=True
+    )
+    assert "started afresh" not in said, said  # the warm workers did start
     site.run_as(instructor, "course", "feedback", ASSIGNMENT, cwd=course)
     for student in (good, blank):
         assert (course / "feedback" / student / ASSIGNMENT / "masks_and_positions.html").is_file()

@@ -489,3 +489,22 @@ def test_closing_the_pool_stops_every_zygote_and_no_worker_waits() -> None:
             pass
     assert time.monotonic() - start < 1
     held.__exit__(None, None, None)
+
+
+def test_a_zygote_that_died_is_replaced_and_the_run_goes_on(capfd) -> None:
+    """The workers share the run's zygote: if it ends (killed from outside, say), the next
+    submission starts a new one, says so, and its kernels work."""
+    pool = WarmPool(2, {})
+    try:
+        with pool.worker() as first:
+            first.process.kill()
+            first.process.wait()
+        with pool.worker() as second:
+            assert second is not first and second.alive()
+            work = second.root / "after" / "submitted" / "student" / "a"
+            work.mkdir(parents=True)
+            assert run(second, work, ["print(6 * 7)"])[0].strip() == "42"
+    finally:
+        pool.close()
+    assert "warm worker ended" in capfd.readouterr().err
+    assert not first.alive() and not second.alive()

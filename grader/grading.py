@@ -28,6 +28,10 @@ from grader.report import Event
 # and ignored the interrupt, so its kernel was stopped (grader.preprocessors.RunawayCell).
 TIMED_OUT = "timed out"
 UNSAFE = "graded WITHOUT the sandbox (--unsafe-no-sandbox): its code could reach the grader"
+ZYGOTE_ENDED = (
+    "the warm worker ended while this submission was graded (from outside: the submission "
+    "cannot reach it), so its scores would be wrong: grade it again (its earlier scores stay)"
+)
 
 
 @dataclass
@@ -64,6 +68,8 @@ def grade_one(job: GradingJob, student: str) -> tuple[Graded, bytes | None]:
         )
         seed = verification.seed_for(assignment, job.judge)
         run = nbgrader_run.run(job, student, folder, seed, zygote.socket if zygote else None)
+        if zygote and not zygote.alive():  # its kernel ended with it: not the submission's doing
+            return not_graded(root, assignment, student, ZYGOTE_ENDED, run.seconds), b""
         worker.close()
         if not run.ok:
             return not_graded(root, assignment, student, run.message, run.seconds), b""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import sys
 import tempfile
 import threading
@@ -508,3 +509,51 @@ def test_a_zygote_that_died_is_replaced_and_the_run_goes_on(capfd) -> None:
         pool.close()
     assert "warm worker ended" in capfd.readouterr().err
     assert not first.alive() and not second.alive()
+
+
+@pytest.mark.slow
+def test_a_submission_whose_zygote_ended_is_not_graded_and_keeps_its_scores(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The zygote killed from outside while a submission's kernel runs: that submission is
+    "not graded" (its kernel died through no doing of its own, so its scores would be wrong)
+    and keeps the scores of its earlier grading; the next one is graded by a new zygote."""
+    from grader import grading, nbgrader_run
+
+    root = make_course_copy(tmp_path_factory.mktemp("ended") / "course")
+    pipeline.release(root, ASSIGNMENT)
+    demo.build_class(root, ASSIGNMENT)
+    students = ["killed", "reference"]
+    reference = root / "submitted" / "reference" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    submission = root / "submitted" / "killed" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    submission.parent.mkdir(parents=True)
+    shutil.copy(reference, submission)
+    pipeline.autograde(root, ASSIGNMENT, jobs=1, students=students, warm=True)
+    before = class_outcome(root, ASSIGNMENT, NOTEBOOK, students)
+    waits = "open('started.txt', 'w').write('x')\nimport time\ntime.sleep(20)"
+    edited = append_code(MASK, waits)(nbformat.read(str(reference), as_version=4))
+    nbformat.write(edited, str(submission))
+
+    real = nbgrader_run.run
+
+    def run_and_kill(job, student, folder, *args):  # noqa: ANN001, ANN002, ANN202
+        def kill() -> None:
+            deadline = time.monotonic() + 60
+            while not list(folder.rglob("started.txt")) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            job.warm._zygotes[-1].process.kill()
+
+        if student == "killed":
+            threading.Thread(target=kill, daemon=True).start()
+        return real(job, student, folder, *args)
+
+    monkeypatch.setattr(grading.nbgrader_run, "run", run_and_kill)
+    results = {
+        g.student: g
+        for g in pipeline.autograde(root, ASSIGNMENT, jobs=1, students=students, warm=True)
+    }
+    assert not results["killed"].ok and "warm worker ended" in results["killed"].message
+    assert results["reference"].ok
+    after = class_outcome(root, ASSIGNMENT, NOTEBOOK, students)
+    assert after["killed"][:2] == before["killed"][:2]  # the scores and flag of before
+    assert after["killed"][2] == "not graded" and after["reference"] == before["reference"]

@@ -203,7 +203,7 @@ def test_torch_and_the_notebook_side_work_the_grader_is_absent(probed) -> None:
 
 def test_the_hosts_settings_are_read_only(probed) -> None:
     """/proc/sys and /proc/sysrq-trigger are covered read-only in the kernel's own /proc too
-    (a warm kernel once wrote a sysctl of the host when the grader ran as root)."""
+    (a kernel, cold or warm, once wrote a setting of the host when the grader ran as root)."""
     assert text(probed["host_settings"]).strip() == "[]", probed["host_settings"]
 
 

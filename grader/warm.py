@@ -198,7 +198,7 @@ class WarmPool:
 
     def _ready_zygote(self) -> Zygote:
         with self._lock:
-            zygote = self._zygotes[-1] if self._zygotes else self._new()
+            zygote = self._zygotes[-1]  # started by __init__, or the last one restarted
             if not zygote.alive() and not self._closed:  # say why, then start another
                 code, error = zygote.process.returncode, zygote.output()
                 print(f"warm worker ended ({code}), restarted: {error[-500:]}", file=sys.stderr)

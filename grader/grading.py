@@ -28,10 +28,14 @@ from grader.report import Event
 # and ignored the interrupt, so its kernel was stopped (grader.preprocessors.RunawayCell).
 TIMED_OUT = "timed out"
 UNSAFE = "graded WITHOUT the sandbox (--unsafe-no-sandbox): its code could reach the grader"
+# The warm worker (grader.warm) ended while a submission's kernel ran: from outside (killed,
+# out of memory), since a submission cannot reach it. Its kernel died with it, so the
+# submission is graded once more by the worker's replacement; this is said if that one ends too.
 ZYGOTE_ENDED = (
-    "the warm worker ended while this submission was graded (from outside: the submission "
+    "the warm worker ended twice while this submission was graded (from outside: the submission "
     "cannot reach it), so its scores would be wrong: grade it again (its earlier scores stay)"
 )
+ZYGOTE_TRIES = 2
 
 
 @dataclass
@@ -50,13 +54,26 @@ def grade_one(job: GradingJob, student: str) -> tuple[Graded, bytes | None]:
 
     The autograded notebooks are written to ``job.root/autograded/STUDENT/ASSIGNMENT``. The
     gradebook is None when there was nothing to grade, ``b""`` when grading failed (the earlier
-    scores stay), else the sqlite file holding the new scores (see :func:`merge`).
+    scores stay), else the sqlite file holding the new scores (see :func:`merge`). A submission
+    whose warm worker ended while it was graded is graded once more (:data:`ZYGOTE_ENDED`).
     """
     root, assignment = job.root, job.assignment
     submitted = root / "submitted" / student / assignment
     if not any((submitted / f"{n}.ipynb").is_file() for n in release_notebooks(root, assignment)):
         message = "no notebook of the assignment in the submission"
         return Graded(student, False, 0.0, message, notebook_events(job, student)), None
+    seconds = 0.0
+    for _ in range(ZYGOTE_TRIES):
+        outcome = _grade(job, student)
+        if isinstance(outcome, tuple):
+            return outcome
+        seconds += outcome  # the warm worker ended: its replacement grades it again
+    return not_graded(root, assignment, student, ZYGOTE_ENDED, seconds), b""
+
+
+def _grade(job: GradingJob, student: str) -> tuple[Graded, bytes | None] | float:
+    """:func:`grade_one`'s work once, or the seconds it took if the warm worker ended."""
+    root, assignment = job.root, job.assignment
     with ExitStack() as stack:
         # The warm worker's slot is given back once nbgrader is done: the next kernel starts
         # while this submission is judged (its scratch course stays until then, see WarmPool).
@@ -69,7 +86,7 @@ def grade_one(job: GradingJob, student: str) -> tuple[Graded, bytes | None]:
         seed = verification.seed_for(assignment, job.judge)
         run = nbgrader_run.run(job, student, folder, seed, zygote.socket if zygote else None)
         if zygote and not zygote.alive():  # its kernel ended with it: not the submission's doing
-            return not_graded(root, assignment, student, ZYGOTE_ENDED, run.seconds), b""
+            return run.seconds
         worker.close()
         if not run.ok:
             return not_graded(root, assignment, student, run.message, run.seconds), b""

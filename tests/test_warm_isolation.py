@@ -512,12 +512,14 @@ def test_a_zygote_that_died_is_replaced_and_the_run_goes_on(capfd) -> None:
 
 
 @pytest.mark.slow
-def test_a_submission_whose_zygote_ended_is_not_graded_and_keeps_its_scores(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("kills", [1, 2])
+def test_a_submission_whose_zygote_ended_is_graded_again(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, kills: int
 ) -> None:
-    """The zygote killed from outside while a submission's kernel runs: that submission is
-    "not graded" (its kernel died through no doing of its own, so its scores would be wrong)
-    and keeps the scores of its earlier grading; the next one is graded by a new zygote."""
+    """The zygote killed from outside while a submission's kernel runs: its kernel died through
+    no doing of its own, so the zygote's replacement grades it again, with every point. If that
+    one is killed too, the submission is "not graded" and keeps the scores of its earlier
+    grading; the next submission is graded either way."""
     from grader import grading, nbgrader_run
 
     root = make_course_copy(tmp_path_factory.mktemp("ended") / "course")
@@ -530,11 +532,11 @@ def test_a_submission_whose_zygote_ended_is_not_graded_and_keeps_its_scores(
     shutil.copy(reference, submission)
     pipeline.autograde(root, ASSIGNMENT, jobs=1, students=students, warm=True)
     before = class_outcome(root, ASSIGNMENT, NOTEBOOK, students)
-    waits = "open('started.txt', 'w').write('x')\nimport time\ntime.sleep(20)"
+    waits = "open('started.txt', 'w').write('x')\nimport time\ntime.sleep(5)"
     edited = append_code(MASK, waits)(nbformat.read(str(reference), as_version=4))
     nbformat.write(edited, str(submission))
 
-    real = nbgrader_run.run
+    real, runs = nbgrader_run.run, []
 
     def run_and_kill(job, student, folder, *args):  # noqa: ANN001, ANN002, ANN202
         def kill() -> None:
@@ -543,7 +545,8 @@ def test_a_submission_whose_zygote_ended_is_not_graded_and_keeps_its_scores(
                 time.sleep(0.05)
             job.warm._zygotes[-1].process.kill()
 
-        if student == "killed":
+        runs.append(student)
+        if student == "killed" and runs.count(student) <= kills:
             threading.Thread(target=kill, daemon=True).start()
         return real(job, student, folder, *args)
 
@@ -552,8 +555,14 @@ def test_a_submission_whose_zygote_ended_is_not_graded_and_keeps_its_scores(
         g.student: g
         for g in pipeline.autograde(root, ASSIGNMENT, jobs=1, students=students, warm=True)
     }
-    assert not results["killed"].ok and "warm worker ended" in results["killed"].message
+    assert sorted(runs) == ["killed", "killed", "reference"]  # once more, not more
     assert results["reference"].ok
     after = class_outcome(root, ASSIGNMENT, NOTEBOOK, students)
-    assert after["killed"][:2] == before["killed"][:2]  # the scores and flag of before
-    assert after["killed"][2] == "not graded" and after["reference"] == before["reference"]
+    assert after["reference"] == before["reference"]
+    if kills == 1:
+        assert results["killed"].ok
+        assert after["killed"] == before["reference"]  # every point, graded
+    else:
+        assert not results["killed"].ok and "warm worker ended twice" in results["killed"].message
+        assert after["killed"][:2] == before["killed"][:2]  # the scores and flag of before
+        assert after["killed"][2] == "not graded"

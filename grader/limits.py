@@ -47,9 +47,11 @@ class Limits(Configurable):
         config=True
     )
     file_size_mb = Integer(512, help="Largest file the submission may write (MB).").tag(config=True)
-    processes = Integer(512, help="Processes of the grading user (not enforced for root).").tag(
-        config=True
-    )
+    processes = Integer(
+        512,
+        help="Processes and threads of the grading user; run as root, of each kernel (its "
+        "cgroup, grader/pids.py, where the cgroups can be written).",
+    ).tag(config=True)
     disk_mb = Integer(
         100,
         help="Disk quota of a submission: what its folder may hold after grading, and what a "

@@ -48,6 +48,7 @@ from pathlib import Path
 
 from traitlets import Unicode
 
+from grader import pids
 from grader.forkserver import ForkServer
 from grader.kernels import SandboxedKernelManager
 from grader.limits import Limits
@@ -57,6 +58,7 @@ from grader.sandbox import readable_roots, sandbox_env, system_binds
 START_SECONDS = 120  # a zygote that does not answer by then is a failed start
 STOPPED = "grading was stopped: the warm workers are closed"
 ETC_FILES = SandboxedKernelManager.class_traits()["etc_files"].default()
+PIDS = "pids"  # in the worker's folder: the cgroups of its kernels (grader/pids.py)
 ENV_ALLOW = SandboxedKernelManager.class_traits()["env_allow"].default()
 
 
@@ -74,6 +76,8 @@ class Zygote:
         self.socket = root / "control" / "zygote.sock"
         args = ["bwrap", *system_binds(ETC_FILES, tmp_size_mb)]
         args += ["--bind", str(root), str(root), "--chdir", str(root)]
+        if pids.parent():  # where each kernel's cgroup is made (hidden from the kernels)
+            args += ["--bind", pids.parent(), str(root / PIDS)]
         # User 0 with every capability, of its own user namespace only (run by an ordinary
         # user, bubblewrap would leave it none): what it needs to set up each kernel's mounts.
         args += ["--unshare-user", "--uid", "0", "--gid", "0", "--cap-add", "ALL"]
@@ -218,6 +222,7 @@ class WarmPool:
             zygote.close(remove=False)
         self.nbgrader.close()
         shutil.rmtree(self.folder, ignore_errors=True)
+        pids.remove_ended()  # the cgroups of the last kernels
 
 
 def _only(env: dict[str, str]) -> dict[str, str]:
@@ -318,6 +323,9 @@ class WarmKernelManager(SandboxedKernelManager):
             raise CourseError("WarmKernelManager.zygote is not set: no warm worker to ask")
         workdir = os.path.abspath(str(kw.get("cwd") or os.getcwd()))
         limits = Limits(config=self.config)
+        self._pids_group = pids.kernel_group(limits.processes)  # seen from the zygote below
+        worker = os.path.dirname(os.path.dirname(self.zygote))
+        group = self._pids_group and os.path.join(worker, PIDS, os.path.basename(self._pids_group))
         message = {
             "op": "start",
             "workdir": os.path.realpath(workdir),
@@ -328,15 +336,26 @@ class WarmKernelManager(SandboxedKernelManager):
             "limits": [limits.memory_mb, limits.file_size_mb, limits.processes],
             "tmp_mb": self.tmp_size_mb,
             "readable": readable_roots(),  # bound again if under the kernel's fresh /tmp
+            "pids": group,
         }
-        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        client.connect(self.zygote)
-        answer = request(client, message, [sys.stdout.fileno(), sys.stderr.fileno()])
+        client, answer = self._start(message)
+        if not answer.get("ok") and group:  # the cgroup refused it (cgroup v2, say): go on
+            print(f"warm kernel's processes not capped: {answer.get('error')}", file=sys.stderr)
+            client, answer = self._start({**message, "pids": None})
         if not answer.get("ok"):
-            client.close()
             raise RuntimeError(f"the warm worker could not start a kernel: {answer.get('error')}")
         assert self.provisioner is not None
         self.provisioner.process = WarmProcess(client)  # type: ignore[attr-defined]
         self.provisioner.pid = None  # type: ignore[attr-defined]
         self.provisioner.pgid = None  # type: ignore[attr-defined]
         self._reconcile_connection_info(self.provisioner.connection_info)
+
+    def _start(self, message: dict) -> tuple[socket.socket, dict]:
+        """Ask the zygote to start a kernel: the connection (which the kernel lives on) and
+        the answer; the connection is closed if it did not start."""
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        client.connect(self.zygote)
+        answer = request(client, message, [sys.stdout.fileno(), sys.stderr.fileno()])
+        if not answer.get("ok"):
+            client.close()
+        return client, answer

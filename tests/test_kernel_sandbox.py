@@ -22,7 +22,7 @@ import pytest
 from nbclient import NotebookClient
 from traitlets.config import Config
 
-from grader import sandbox
+from grader import pids, sandbox
 from grader.kernels import SandboxedKernelManager
 from grader.paths import CourseError
 from grader.warm import WarmKernelManager, WarmPool
@@ -58,6 +58,20 @@ PROBES = {
         "try:\n    path = '/proc/sys/kernel/printk_ratelimit'\n"
         "    open(path, 'w').write(open(path).read())\n    writable.append('written')\n"
         "except OSError:\n    pass\nprint(writable)"
+    ),
+    # Processes: at most the limit (64 here), root or not (a fork bomb stops there).
+    "fork_many": (
+        "import os, signal, time\nchildren = []\ntry:\n    while len(children) < 200:\n"
+        "        pid = os.fork()\n        if pid == 0:\n            time.sleep(60)\n"
+        "            os._exit(0)\n        children.append(pid)\nexcept OSError:\n    pass\n"
+        "for pid in children:\n    os.kill(pid, signal.SIGKILL)\n    os.waitpid(pid, 0)\n"
+        "print(len(children))"
+    ),
+    # The cgroups that cap them (grader/pids.py), out of the kernel's sight.
+    "cgroups": (
+        "import glob, os, sys\nconnection = sys.argv[sys.argv.index('-f') + 1]\n"
+        "worker = os.path.dirname(os.path.dirname(connection))\n"
+        "print(glob.glob('/sys/fs/cgroup/*') + glob.glob(os.path.join(worker, 'pids', '*')))"
     ),
     # The grader's session keyring (a login session has one): a place to leave a key.
     "grader_keyring": (
@@ -127,7 +141,7 @@ def probe(
         client = NotebookClient(
             nb,
             kernel_manager_class=manager,  # as nbgrader's Execute does
-            config=Config({manager.__name__: config}),
+            config=Config({manager.__name__: config, "Limits": {"processes": 64}}),
             # 8 s a cell (torch's import on a busy machine), 2 s for the endless one: it is
             # interrupted either way, and the next cell must still run.
             timeout_func=lambda cell: 2 if cell.metadata.get("probe") == "endless" else 8,
@@ -205,6 +219,20 @@ def test_the_hosts_settings_are_read_only(probed) -> None:
     """/proc/sys and /proc/sysrq-trigger are covered read-only in the kernel's own /proc too
     (a kernel, cold or warm, once wrote a setting of the host when the grader ran as root)."""
     assert text(probed["host_settings"]).strip() == "[]", probed["host_settings"]
+
+
+def test_a_kernel_starts_no_more_processes_than_the_limit(probed) -> None:
+    """Run by root (CI), whom Linux's per-user limit spares, the kernel's cgroup stops it."""
+    started = int(text(probed["fork_many"]).split()[0])
+    where = (
+        "no cgroup hierarchy with the pids controller is writable here" if not pids.parent() else ""
+    )
+    assert 10 < started < 64, f"{started} processes started; {where}"
+
+
+def test_the_cgroups_are_out_of_sight(probed) -> None:
+    # (its first line: IPython may add that /tmp, which a probe filled, took no history)
+    assert text(probed["cgroups"]).splitlines()[0] == "[]", probed["cgroups"]
 
 
 def test_the_graders_session_keyring_is_out_of_reach(probed) -> None:

@@ -380,6 +380,18 @@ def test_a_kernel_that_fails_to_start_leaves_the_zygote_serving_alone(zygote: Zy
         assert run(zygote, folder(zygote, name), ["print(6 * 7)"]) == ["42\n"]
 
 
+def test_a_cgroup_the_zygote_cannot_join_leaves_the_kernel_uncapped_and_said(
+    zygote: Zygote, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture
+) -> None:
+    """Where the zygote cannot put a kernel in its cgroup (cgroup v2 may refuse it, say), the
+    kernel starts without the cap (as a cold kernel's rlimits alone) and the log says so."""
+    from grader import warm
+
+    monkeypatch.setattr(warm.pids, "kernel_group", lambda limit: "/no/such/kernel-group")
+    assert run(zygote, folder(zygote, "uncapped"), ["print(6 * 7)"]) == ["42\n"]
+    assert "warm kernel's processes not capped" in capfd.readouterr().err
+
+
 # -- through `course autograde` (warm): one worker, one submission after the other ------------
 
 # The first submission: the reference mask, then everything it can leave behind.

@@ -25,7 +25,7 @@ from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.utils import ensure_async
 from traitlets import DottedObjectName, Integer, List, Unicode, default
 
-from grader import pids, rlimits
+from grader import cgroups, rlimits
 from grader.limits import Limits
 from grader.sandbox import sandbox_command
 
@@ -172,15 +172,14 @@ class SandboxedKernelManager(IsolatedKernelManager):
         # The configured limits hold for the kernel on every path (plain nbgrader included);
         # `course autograde` also sets them on the whole nbgrader process.
         limits = Limits(config=self.config)
-        self._pids_group = pids.kernel_group(limits.processes)  # run as root: RLIMIT_NPROC won't
+        self._cgroups = cgroups.kernel_groups(limits.processes)  # run as root: grader/cgroups.py
         return rlimits.wrap(
-            sandboxed, limits.memory_mb, limits.file_size_mb, limits.processes, self._pids_group
+            sandboxed, limits.memory_mb, limits.file_size_mb, limits.processes, self._cgroups
         )
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart)
-        if getattr(self, "_pids_group", None):
-            pids.remove(self._pids_group)  # the kernel has ended (else a later kernel removes it)
+        cgroups.remove(getattr(self, "_cgroups", []))  # the kernel ended (else the next one does)
         if not restart and getattr(self, "_sockets", None):
             shutil.rmtree(self._sockets, ignore_errors=True)
             self._sockets = ""

@@ -50,7 +50,7 @@ class Limits(Configurable):
     processes = Integer(
         512,
         help="Processes and threads of the grading user; run as root, of each kernel (its "
-        "cgroup, grader/pids.py, where the cgroups can be written).",
+        "cgroup, grader/cgroups.py, where the cgroups can be written).",
     ).tag(config=True)
     disk_mb = Integer(
         100,

@@ -8,7 +8,7 @@ submission come from :class:`grader.limits.TimeLimits`. A submission past its ti
 killed with every process it started. The notebook's kernel runs in bubblewrap
 (:class:`grader.kernels.SandboxedKernelManager`) unless the job is not sandboxed.
 
-Run by root, the kernel's processes are capped by its cgroup (:mod:`grader.pids`), the
+Run by root, the kernel's processes are capped by its cgroup (:mod:`grader.cgroups`), the
 rlimit being no limit for root; the scratch folder keeps relative paths away from the course;
 without the sandbox a kernel run by the same user can still open an absolute path:
 :mod:`grader.tampering` flags code that does.

@@ -9,8 +9,8 @@ kills the command, and the limits hold for it and for every process it starts (i
 
 Limits set: address space (``--memory-mb``), size of a written file (``--file-size-mb``),
 processes of the user (``--processes``; not enforced for root), and no core dumps. With
-``--pids-group``, the command also runs in that cgroup (:mod:`grader.pids`: the cap on a
-kernel's processes that holds for root).
+``--cgroup`` (repeated), the command also runs in those cgroups (:mod:`grader.cgroups`: a
+kernel's cap on processes that holds for root, and its share of the processors).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import resource
 import sys
 from collections.abc import Sequence
 
-from grader import pids
+from grader import cgroups
 
 MB = 1024 * 1024
 
@@ -31,10 +31,10 @@ def wrap(
     memory_mb: int,
     file_size_mb: int,
     processes: int,
-    pids_group: str | None = None,
+    groups: list[str] | None = None,
 ) -> list[str]:
-    """The command line that runs ``command`` under these limits (in ``pids_group`` if given)."""
-    group = ["--pids-group", pids_group] if pids_group else []
+    """The command line that runs ``command`` under these limits (and in cgroups ``groups``)."""
+    group = [argument for g in groups or [] for argument in ("--cgroup", g)]
     return [
         sys.executable, "-m", "grader.rlimits",
         "--memory-mb", str(memory_mb),
@@ -58,7 +58,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--memory-mb", type=int, required=True)
     parser.add_argument("--file-size-mb", type=int, required=True)
     parser.add_argument("--processes", type=int, required=True)
-    parser.add_argument("--pids-group", help="a cgroup to run in (grader.pids)")
+    parser.add_argument("--cgroup", action="append", default=[], help="a cgroup to run in")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -68,11 +68,10 @@ def main(argv: list[str]) -> None:
         apply(args.memory_mb, args.file_size_mb, args.processes)
     except (ValueError, OSError) as error:
         raise SystemExit(f"grader.rlimits: cannot set the limits ({error!r})") from None
-    if args.pids_group:
-        try:
-            pids.join(args.pids_group)
-        except OSError as error:  # the rlimits hold still; said in the kernel's log
-            print(f"grader.rlimits: processes not capped ({error!r})", file=sys.stderr)
+    try:
+        cgroups.join(args.cgroup)
+    except OSError as error:  # the rlimits hold still; said in the kernel's log
+        print(f"grader.rlimits: not in the kernel's cgroups ({error!r})", file=sys.stderr)
     try:
         os.execvp(command[0], command)
     except OSError as error:

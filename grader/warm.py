@@ -48,7 +48,7 @@ from pathlib import Path
 
 from traitlets import Unicode
 
-from grader import pids
+from grader import cgroups
 from grader.forkserver import ForkServer
 from grader.kernels import SandboxedKernelManager
 from grader.limits import Limits
@@ -58,7 +58,7 @@ from grader.sandbox import readable_roots, sandbox_env, system_binds
 START_SECONDS = 120  # a zygote that does not answer by then is a failed start
 STOPPED = "grading was stopped: the warm workers are closed"
 ETC_FILES = SandboxedKernelManager.class_traits()["etc_files"].default()
-PIDS = "pids"  # in the worker's folder: the cgroups of its kernels (grader/pids.py)
+CGROUPS = "cgroups"  # in the worker's folder: where its kernels' cgroups are made
 ENV_ALLOW = SandboxedKernelManager.class_traits()["env_allow"].default()
 
 
@@ -76,8 +76,8 @@ class Zygote:
         self.socket = root / "control" / "zygote.sock"
         args = ["bwrap", *system_binds(ETC_FILES, tmp_size_mb)]
         args += ["--bind", str(root), str(root), "--chdir", str(root)]
-        if pids.parent():  # where each kernel's cgroup is made (hidden from the kernels)
-            args += ["--bind", pids.parent(), str(root / PIDS)]
+        for k, folder in enumerate(sorted(set(cgroups.parents().values()))):  # hidden from kernels
+            args += ["--bind", folder, str(root / CGROUPS / str(k))]
         # User 0 with every capability, of its own user namespace only (run by an ordinary
         # user, bubblewrap would leave it none): what it needs to set up each kernel's mounts.
         args += ["--unshare-user", "--uid", "0", "--gid", "0", "--cap-add", "ALL"]
@@ -222,7 +222,7 @@ class WarmPool:
             zygote.close(remove=False)
         self.nbgrader.close()
         shutil.rmtree(self.folder, ignore_errors=True)
-        pids.remove_ended()  # the cgroups of the last kernels
+        cgroups.remove_ended()  # those of the last kernels
 
 
 def _only(env: dict[str, str]) -> dict[str, str]:
@@ -323,9 +323,12 @@ class WarmKernelManager(SandboxedKernelManager):
             raise CourseError("WarmKernelManager.zygote is not set: no warm worker to ask")
         workdir = os.path.abspath(str(kw.get("cwd") or os.getcwd()))
         limits = Limits(config=self.config)
-        self._pids_group = pids.kernel_group(limits.processes)  # seen from the zygote below
+        self._cgroups = cgroups.kernel_groups(limits.processes)
         worker = os.path.dirname(os.path.dirname(self.zygote))
-        group = self._pids_group and os.path.join(worker, PIDS, os.path.basename(self._pids_group))
+        seen = [
+            os.path.join(worker, CGROUPS, str(k), os.path.basename(g))
+            for k, g in enumerate(self._cgroups)
+        ]
         message = {
             "op": "start",
             "workdir": os.path.realpath(workdir),
@@ -336,12 +339,12 @@ class WarmKernelManager(SandboxedKernelManager):
             "limits": [limits.memory_mb, limits.file_size_mb, limits.processes],
             "tmp_mb": self.tmp_size_mb,
             "readable": readable_roots(),  # bound again if under the kernel's fresh /tmp
-            "pids": group,
+            "cgroups": seen,  # where the zygote sees the kernel's cgroups (grader/cgroups.py)
         }
         client, answer = self._start(message)
-        if not answer.get("ok") and group:  # the cgroup refused it (cgroup v2, say): go on
-            print(f"warm kernel's processes not capped: {answer.get('error')}", file=sys.stderr)
-            client, answer = self._start({**message, "pids": None})
+        if not answer.get("ok") and seen:  # the cgroups refused it (cgroup v2, say): go on
+            print(f"warm kernel not in its cgroups: {answer.get('error')}", file=sys.stderr)
+            client, answer = self._start({**message, "cgroups": []})
         if not answer.get("ok"):
             raise RuntimeError(f"the warm worker could not start a kernel: {answer.get('error')}")
         assert self.provisioner is not None

@@ -12,7 +12,7 @@ thread, then serves requests on ``WORKER_ROOT/control/zygote.sock`` (one JSON li
   same connection, ``{"op": "kill"}`` kills the kernel's whole PID namespace, and the zygote
   sends ``{"exit": STATUS}`` when it has ended. A connection that closes kills its kernel.
 
-Each kernel is three processes: A (forked by the zygote; joins the kernel's cgroup if any,
+Each kernel is three processes: A (forked by the zygote; joins the kernel's cgroups if any,
 unshares new mount, PID, network, IPC and UTS namespaces, waits), B (PID 1 of the new PID
 namespace: sets up the mounts and rlimits, enters a user namespace of its own, drops every
 capability, reaps), C (the kernel: clean environment, fresh random state). Killing B ends all.
@@ -288,8 +288,8 @@ def _spawn(request: dict, root: str, fds: list[int]) -> tuple[int, int]:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             _die_with_parent()  # a zygote that ends (the grader stopped it) ends its kernels
             os.close(read)
-            if request.get("pids"):  # the kernel's cgroup: its cap on processes (grader/pids.py)
-                with open(os.path.join(request["pids"], "cgroup.procs"), "w") as file:
+            for group in request.get("cgroups", []):  # the kernel's own (grader/cgroups.py)
+                with open(os.path.join(group, "cgroup.procs"), "w") as file:
                     file.write("0")
             _check(libc.unshare(NEW_NAMESPACES), "unshare")
             init = os.fork()

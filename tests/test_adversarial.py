@@ -638,3 +638,33 @@ def test_nothing_outlives_grading(adversarial_class: Path) -> None:
     assert lines(adversarial_class, "outlives_grading")[0]["status"] == "graded"
     assert marked_processes() == []
     assert scratch_folders() <= SCRATCH_BEFORE, scratch_folders() - SCRATCH_BEFORE
+
+
+FORK_BOMB = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
+
+
+@pytest.mark.deep  # the bomb runs out its cell's 30 s: kept out of make test's minutes
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+def test_a_fork_bomb_is_contained(tmp_path: Path, warm: bool) -> None:
+    """A fork bomb, graded beside an honest submission as CI grades (root, whom the rlimit on
+    processes spares): its kernel's cgroup stops it at the limit and keeps its share of the
+    processors (grader/cgroups.py): the honest submission, graded at the same time, keeps every
+    point, and the bomb earns none."""
+    root = make_course_copy(tmp_path / "course")
+    pipeline.release(root, ASSIGNMENT)
+    demo.build_class(root, ASSIGNMENT)
+    reference = root / "submitted" / "reference" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    for student, code in [("bomb", FORK_BOMB), ("honest", "honest = True")]:
+        target = root / "submitted" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+        target.parent.mkdir(parents=True)
+        edited = append_code(MASK, code)(nbformat.read(str(reference), as_version=4))
+        nbformat.write(edited, str(target))
+    students = ["bomb", "honest", "reference"]
+    pipeline.autograde(root, ASSIGNMENT, jobs=2, students=students, warm=warm)
+    rows = {row["student"]: row for row in report.read(root)}
+    assert rows["honest"]["status"] == rows["reference"]["status"] == "graded"
+    assert rows["honest"]["points"] == rows["reference"]["points"] == "13", rows
+    # Mostly "timed out" (the cells before it keep their points); in some runs, warm, nbgrader
+    # lost its kernel's channels first ("not graded": nothing earned, earlier scores kept).
+    assert rows["bomb"]["status"] in ("timed out", "not graded"), rows["bomb"]["detail"]
+    assert rows["bomb"]["points"] in ("0", ""), rows["bomb"]

@@ -22,7 +22,7 @@ import pytest
 from nbclient import NotebookClient
 from traitlets.config import Config
 
-from grader import pids, sandbox
+from grader import cgroups, sandbox
 from grader.kernels import SandboxedKernelManager
 from grader.paths import CourseError
 from grader.warm import WarmKernelManager, WarmPool
@@ -67,11 +67,11 @@ PROBES = {
         "for pid in children:\n    os.kill(pid, signal.SIGKILL)\n    os.waitpid(pid, 0)\n"
         "print(len(children))"
     ),
-    # The cgroups that cap them (grader/pids.py), out of the kernel's sight.
+    # The cgroups that cap them (grader/cgroups.py), out of the kernel's sight.
     "cgroups": (
         "import glob, os, sys\nconnection = sys.argv[sys.argv.index('-f') + 1]\n"
         "worker = os.path.dirname(os.path.dirname(connection))\n"
-        "print(glob.glob('/sys/fs/cgroup/*') + glob.glob(os.path.join(worker, 'pids', '*')))"
+        "print(glob.glob('/sys/fs/cgroup/*') + glob.glob(os.path.join(worker, 'cgroups', '*')))"
     ),
     # The grader's session keyring (a login session has one): a place to leave a key.
     "grader_keyring": (
@@ -225,7 +225,9 @@ def test_a_kernel_starts_no_more_processes_than_the_limit(probed) -> None:
     """Run by root (CI), whom Linux's per-user limit spares, the kernel's cgroup stops it."""
     started = int(text(probed["fork_many"]).split()[0])
     where = (
-        "no cgroup hierarchy with the pids controller is writable here" if not pids.parent() else ""
+        "no cgroup hierarchy with the pids controller is writable here"
+        if "pids" not in cgroups.parents()
+        else ""
     )
     assert 10 < started < 64, f"{started} processes started; {where}"
 

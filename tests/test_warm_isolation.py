@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -29,8 +30,9 @@ import pytest
 from nbclient import NotebookClient
 from traitlets.config import Config
 
-from grader import demo, pipeline
+from grader import cgroups, demo, pipeline
 from grader.forkserver import ForkServer
+from grader.kernels import SandboxedKernelManager
 from grader.warm import WarmKernelManager, WarmPool, Zygote, connect, request
 from tests.conftest import class_outcome, make_course_copy, run_coroutine
 from tests.test_adversarial import ASSIGNMENT, MASK, NOTEBOOK, WRONG_MASK, append_code
@@ -380,6 +382,40 @@ def test_a_kernel_that_fails_to_start_leaves_the_zygote_serving_alone(zygote: Zy
         assert run(zygote, folder(zygote, name), ["print(6 * 7)"]) == ["42\n"]
 
 
+@pytest.mark.parametrize("manager_class", [SandboxedKernelManager, WarmKernelManager])
+def test_each_kernel_runs_in_cgroups_of_its_own(zygote: Zygote, manager_class: type) -> None:
+    """Run by root, a kernel, cold or warm, is in a cgroup of its own in each hierarchy with the
+    pids or cpu controller (grader/cgroups.py), its processes capped; they go with it."""
+    assert os.geteuid() != 0 or set(cgroups.parents()) == {"pids", "cpu"}, cgroups.parents()
+
+    async def scenario() -> list[str]:
+        work = folder(zygote, f"cgroups-{manager_class.__name__}")
+        warm = {"zygote": str(zygote.socket)} if manager_class is WarmKernelManager else {}
+        manager = manager_class(socket_root=str(work.parents[2]), **warm)
+        await manager.start_kernel(cwd=str(work))
+        groups = list(manager._cgroups)
+        try:
+            assert len(groups) == len(set(cgroups.parents().values()))
+            for group in groups:  # (a cold kernel's launcher joins them as it starts)
+                for _ in range(100):
+                    if open(f"{group}/cgroup.procs").read().split():
+                        break
+                    await asyncio.sleep(0.05)
+                assert open(f"{group}/cgroup.procs").read().split(), f"no process in {group}"
+            assert [open(f"{g}/pids.max").read() for g in groups if "pids" in g] == ["512\n"]
+        finally:
+            await manager.shutdown_kernel(now=True)
+        return groups
+
+    groups = asyncio.run(scenario())
+    for _ in range(100):  # its processes end just after
+        cgroups.remove_ended()
+        if not any(os.path.exists(g) for g in groups):
+            break
+        time.sleep(0.05)
+    assert not any(os.path.exists(g) for g in groups)
+
+
 def test_a_cgroup_the_zygote_cannot_join_leaves_the_kernel_uncapped_and_said(
     zygote: Zygote, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture
 ) -> None:
@@ -387,9 +423,9 @@ def test_a_cgroup_the_zygote_cannot_join_leaves_the_kernel_uncapped_and_said(
     kernel starts without the cap (as a cold kernel's rlimits alone) and the log says so."""
     from grader import warm
 
-    monkeypatch.setattr(warm.pids, "kernel_group", lambda limit: "/no/such/kernel-group")
+    monkeypatch.setattr(warm.cgroups, "kernel_groups", lambda limit: ["/no/such/kernel-group"])
     assert run(zygote, folder(zygote, "uncapped"), ["print(6 * 7)"]) == ["42\n"]
-    assert "warm kernel's processes not capped" in capfd.readouterr().err
+    assert "warm kernel not in its cgroups" in capfd.readouterr().err
 
 
 # -- through `course autograde` (warm): one worker, one submission after the other ------------

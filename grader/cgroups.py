@@ -1,0 +1,122 @@
+"""Each kernel's own cgroups, where the grader runs as root (CI, a container, the demo): a cap
+on its processes and a fair share of the processors.
+
+The limit on processes (``c.Limits.processes``) is an rlimit, RLIMIT_NPROC, which Linux does not
+apply to the host's root user: a kernel graded by root could fork until the machine had no
+process left to give (a fork bomb). And a kernel with many busy processes or threads takes the
+processors from the other worker's kernel, whose cells then run out of time through no fault of
+their own. Run as root, the grader therefore puts each kernel, cold or warm, in a cgroup of its
+own under ``course-kernels/`` of each hierarchy that has the ``pids`` or the ``cpu`` controller
+(cgroup v1 or v2): ``pids.max`` is the limit (processes and threads, as RLIMIT_NPROC counts
+them), and the ``cpu`` controller shares the processors between the kernels' cgroups, not
+between their threads. The kernel joins them before its sandbox starts and never sees them (no
+cgroup file system in the sandbox). Where none can be written (an ordinary user, whom
+RLIMIT_NPROC limits, or a container whose cgroups are read-only), kernels get none.
+
+    groups = kernel_groups(512)   # the new cgroups (a list, empty where none can be made)
+    join(groups)                  # in the kernel's first process, before the sandbox
+    remove(groups)                # once the kernel has ended
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import tempfile
+
+PARENT = "course-kernels"
+CONTROLLERS = ("pids", "cpu")
+
+
+@functools.cache
+def parents() -> dict[str, str]:
+    """``course-kernels/`` of the hierarchy of each controller, made if need be (one folder for
+    both in cgroup v2): the controllers found writable by this process, none if it is not root."""
+    if os.geteuid() != 0:
+        return {}  # RLIMIT_NPROC holds for everyone else
+    try:
+        with open("/proc/self/mounts") as mounts:
+            entries = [line.split()[1:4] for line in mounts]
+    except OSError:
+        return {}
+    found: dict[str, str] = {}
+    for target, kind, options in entries:
+        hierarchy = target.replace("\\040", " ")  # how /proc/self/mounts writes a space
+        if kind == "cgroup":  # v1: a hierarchy per controller (or a few together)
+            have = set(options.split(","))
+        elif kind == "cgroup2":
+            have = set(_read(os.path.join(hierarchy, "cgroup.controllers")).split())
+        else:
+            continue
+        for controller in [c for c in CONTROLLERS if c in have and c not in found]:
+            folder = _made(hierarchy, controller if kind == "cgroup2" else None)
+            if folder:
+                found[controller] = folder
+    return found
+
+
+def _made(hierarchy: str, enable: str | None) -> str | None:
+    """``course-kernels/`` in ``hierarchy`` (v2: with ``enable`` on for its children)."""
+    folder = os.path.join(hierarchy, PARENT)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        for where in [hierarchy, folder] if enable else []:
+            if enable not in _read(os.path.join(where, "cgroup.subtree_control")).split():
+                with open(os.path.join(where, "cgroup.subtree_control"), "w") as file:
+                    file.write(f"+{enable}")
+    except OSError:
+        return None
+    return folder if os.access(folder, os.W_OK) else None
+
+
+def kernel_groups(limit: int) -> list[str]:
+    """New cgroups for one kernel (one per hierarchy), at most ``limit`` processes and threads;
+    none where none can be made (see the module's docstring). Those of kernels that have ended
+    are removed first."""
+    folders = sorted(set(parents().values()))
+    remove_ended()
+    groups: list[str] = []
+    try:
+        for folder in folders:
+            name = os.path.basename(groups[0]) if groups else ""
+            group = os.path.join(folder, name) if name else tempfile.mkdtemp("", "kernel-", folder)
+            if name:
+                os.mkdir(group)
+            groups.append(group)
+            if folder == parents().get("pids"):
+                with open(os.path.join(group, "pids.max"), "w") as file:
+                    file.write(str(limit))
+    except OSError:
+        remove(groups)
+        return []
+    return groups
+
+
+def remove_ended() -> None:
+    """Remove the cgroups of the kernels that have ended (one is refused while in use)."""
+    for folder in set(parents().values()):
+        remove([os.path.join(folder, n) for n in os.listdir(folder) if n.startswith("kernel-")])
+
+
+def join(groups: list[str]) -> None:
+    """Put this process (and whatever it starts from now on) in ``groups``."""
+    for group in groups:
+        with open(os.path.join(group, "cgroup.procs"), "w") as file:
+            file.write("0")
+
+
+def remove(groups: list[str]) -> None:
+    """Remove each of ``groups`` that no process is left in (its files go with it)."""
+    for group in groups:
+        try:
+            os.rmdir(group)
+        except OSError:
+            pass
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as file:
+            return file.read()
+    except OSError:
+        return ""

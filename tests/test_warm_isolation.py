@@ -389,8 +389,8 @@ def test_each_kernel_runs_in_cgroups_of_its_own(zygote: Zygote, manager_class: t
     assert os.geteuid() != 0 or set(cgroups.parents()) == {"pids", "cpu"}, cgroups.parents()
 
     async def scenario() -> list[str]:
-        work = folder(zygote, f"cgroups-{manager_class.__name__}")
         warm = {"zygote": str(zygote.socket)} if manager_class is WarmKernelManager else {}
+        work = folder(zygote, "cg-warm" if warm else "cg-cold")  # short: ZeroMQ's ipc paths
         manager = manager_class(socket_root=str(work.parents[2]), **warm)
         await manager.start_kernel(cwd=str(work))
         groups = list(manager._cgroups)

@@ -643,7 +643,8 @@ def test_nothing_outlives_grading(adversarial_class: Path) -> None:
 FORK_BOMB = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
 
 
-@pytest.mark.deep  # the bomb runs out its cell's 30 s: kept out of make test's minutes
+@pytest.mark.slow  # the bomb runs out its cell's 30 s: in the deep tier only
+@pytest.mark.deep
 @pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
 def test_a_fork_bomb_is_contained(tmp_path: Path, warm: bool) -> None:
     """A fork bomb, graded beside an honest submission as CI grades (root, whom the rlimit on

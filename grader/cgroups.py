@@ -69,23 +69,28 @@ def _made(hierarchy: str, enable: str | None) -> str | None:
     return folder if os.access(folder, os.W_OK) else None
 
 
+def folders() -> list[str]:
+    """The ``course-kernels/`` folders of :func:`parents`, each once, always in this order."""
+    return sorted(set(parents().values()))
+
+
 def kernel_groups(limit: int) -> list[str]:
-    """New cgroups for one kernel (one per hierarchy), at most ``limit`` processes and threads;
-    none where none can be made (see the module's docstring). Those of kernels that have ended
-    are removed first."""
-    folders = sorted(set(parents().values()))
+    """New cgroups for one kernel, one of one name in each of :func:`folders`, at most ``limit``
+    processes and threads; none where none can be made (see the module's docstring). Those of
+    kernels that have ended are removed first."""
+    if not folders():
+        return []
     remove_ended()
     groups: list[str] = []
     try:
-        for folder in folders:
-            name = os.path.basename(groups[0]) if groups else ""
-            group = os.path.join(folder, name) if name else tempfile.mkdtemp("", "kernel-", folder)
-            if name:
-                os.mkdir(group)
-            groups.append(group)
-            if folder == parents().get("pids"):
-                with open(os.path.join(group, "pids.max"), "w") as file:
-                    file.write(str(limit))
+        groups.append(tempfile.mkdtemp(prefix="kernel-", dir=folders()[0]))
+        name = os.path.basename(groups[0])
+        for folder in folders()[1:]:
+            os.mkdir(os.path.join(folder, name))
+            groups.append(os.path.join(folder, name))
+        if "pids" in parents():
+            with open(os.path.join(parents()["pids"], name, "pids.max"), "w") as file:
+                file.write(str(limit))
     except OSError:
         remove(groups)
         return []
@@ -94,7 +99,7 @@ def kernel_groups(limit: int) -> list[str]:
 
 def remove_ended() -> None:
     """Remove the cgroups of the kernels that have ended (one is refused while in use)."""
-    for folder in set(parents().values()):
+    for folder in folders():
         remove([os.path.join(folder, n) for n in os.listdir(folder) if n.startswith("kernel-")])
 
 

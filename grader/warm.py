@@ -76,7 +76,7 @@ class Zygote:
         self.socket = root / "control" / "zygote.sock"
         args = ["bwrap", *system_binds(ETC_FILES, tmp_size_mb)]
         args += ["--bind", str(root), str(root), "--chdir", str(root)]
-        for k, folder in enumerate(sorted(set(cgroups.parents().values()))):  # hidden from kernels
+        for k, folder in enumerate(cgroups.folders()):  # kernels' cgroups, hidden from kernels
             args += ["--bind", folder, str(root / CGROUPS / str(k))]
         # User 0 with every capability, of its own user namespace only (run by an ordinary
         # user, bubblewrap would leave it none): what it needs to set up each kernel's mounts.
@@ -325,7 +325,7 @@ class WarmKernelManager(SandboxedKernelManager):
         limits = Limits(config=self.config)
         self._cgroups = cgroups.kernel_groups(limits.processes)
         worker = os.path.dirname(os.path.dirname(self.zygote))
-        seen = [
+        seen = [  # each group is in cgroups.folders()[k], bound at CGROUPS/k in the zygote
             os.path.join(worker, CGROUPS, str(k), os.path.basename(g))
             for k, g in enumerate(self._cgroups)
         ]

@@ -407,7 +407,7 @@ def test_each_kernel_runs_in_cgroups_of_its_own(zygote: Zygote, manager_class: t
             await manager.shutdown_kernel(now=True)
         return groups
 
-    groups = asyncio.run(scenario())
+    groups = run_coroutine(scenario())
     for _ in range(100):  # its processes end just after
         cgroups.remove_ended()
         if not any(os.path.exists(g) for g in groups):

@@ -333,7 +333,7 @@ def main() -> None:
                 )
         as_before(False)
         print(f"\nprobes, alone ({load()}):")
-        bwrap = sandbox.sandbox_command(["true"], tmp, tmp, [], [])
+        bwrap = sandbox.sandbox_command([shutil.which("true") or "/bin/true"], tmp, tmp, [], [])
         print(f"  bwrap ... true:                        {probe_seconds(bwrap):5.2f} s")
         print(f"  kernel in the sandbox, first reply:    {kernel_start_seconds(root):5.2f} s")
         imports = "import nbgrader.apps.nbgraderapp, grader.preprocessors"

@@ -16,16 +16,28 @@ RLIMIT_NPROC limits, or a container whose cgroups are read-only), kernels get no
     groups = kernel_groups(512)   # the new cgroups (a list, empty where none can be made)
     join(groups)                  # in the kernel's first process, before the sandbox
     remove(groups)                # once the kernel has ended
+
+A cgroup is empty from when it is made until its kernel joins it, which another process does (a
+kernel's launcher, or the zygote), while other workers make and remove theirs: so the cgroups
+of ended kernels that :func:`remove_ended` removes are only those made :data:`JOIN_SECONDS` ago
+or more (their name says when). Removing any empty one once put a starting kernel's cgroups
+away before it joined them: the kernel ran uncapped.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 import tempfile
+import time
 
 PARENT = "course-kernels"
 CONTROLLERS = ("pids", "cpu")
+# Far more than a kernel takes to join its cgroups once they are made (its start, which times
+# out long before): an empty cgroup younger than that may be a starting kernel's.
+JOIN_SECONDS = 600
+MADE_AT = re.compile(r"kernel-(\d+)-")  # kernel-SECONDS-RANDOM: when it was made
 
 
 @functools.cache
@@ -83,7 +95,8 @@ def kernel_groups(limit: int) -> list[str]:
     remove_ended()
     groups: list[str] = []
     try:
-        groups.append(tempfile.mkdtemp(prefix="kernel-", dir=folders()[0]))
+        made = f"kernel-{int(time.time())}-"
+        groups.append(tempfile.mkdtemp(prefix=made, dir=folders()[0]))
         name = os.path.basename(groups[0])
         for folder in folders()[1:]:
             os.mkdir(os.path.join(folder, name))
@@ -98,9 +111,18 @@ def kernel_groups(limit: int) -> list[str]:
 
 
 def remove_ended() -> None:
-    """Remove the cgroups of the kernels that have ended (one is refused while in use)."""
+    """Remove the cgroups of the kernels that have ended (one is refused while in use), of
+    those made :data:`JOIN_SECONDS` ago or more: a younger one may be a starting kernel's."""
+    made_before = time.time() - JOIN_SECONDS
     for folder in folders():
-        remove([os.path.join(folder, n) for n in os.listdir(folder) if n.startswith("kernel-")])
+        names = [n for n in os.listdir(folder) if n.startswith("kernel-")]
+        remove([os.path.join(folder, n) for n in names if _made_at(n) <= made_before])
+
+
+def _made_at(name: str) -> float:
+    """When the cgroup ``name`` was made (0 if its name does not say: an old one)."""
+    found = MADE_AT.match(name)
+    return float(found.group(1)) if found else 0.0
 
 
 def join(groups: list[str]) -> None:
@@ -110,13 +132,18 @@ def join(groups: list[str]) -> None:
             file.write("0")
 
 
-def remove(groups: list[str]) -> None:
-    """Remove each of ``groups`` that no process is left in (its files go with it)."""
+def remove(groups: list[str], wait: float = 0.0) -> None:
+    """Remove each of ``groups`` that no process is left in (its files go with it), waiting
+    up to ``wait`` seconds in all for the last processes in them to end."""
+    end = time.monotonic() + wait
     for group in groups:
-        try:
-            os.rmdir(group)
-        except OSError:
-            pass
+        while os.path.isdir(group):
+            try:
+                os.rmdir(group)
+            except OSError:  # in use still (or removed meanwhile)
+                if time.monotonic() >= end:
+                    break
+                time.sleep(0.01)
 
 
 def _read(path: str) -> str:

@@ -179,7 +179,8 @@ class SandboxedKernelManager(IsolatedKernelManager):
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart)
-        cgroups.remove(getattr(self, "_cgroups", []))  # the kernel ended (else the next one does)
+        # The kernel ended; a cold one's last processes may take a few milliseconds more.
+        cgroups.remove(getattr(self, "_cgroups", []), wait=1.0)
         if not restart and getattr(self, "_sockets", None):
             shutil.rmtree(self._sockets, ignore_errors=True)
             self._sockets = ""

@@ -318,6 +318,11 @@ class WarmKernelManager(SandboxedKernelManager):
 
     zygote = Unicode("", help="The worker zygote's socket (grader.warm.WarmPool).").tag(config=True)
 
+    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+        """Only the program's name (the kernel's ``sys.argv[0]``): the zygote forks the kernel,
+        in cgroups made as it starts (a cold kernel's launcher, made here, would not use them)."""
+        return [sys.executable]
+
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: object) -> None:
         if not self.zygote:
             raise CourseError("WarmKernelManager.zygote is not set: no warm worker to ask")

@@ -665,7 +665,8 @@ def test_a_fork_bomb_is_contained(tmp_path: Path, warm: bool) -> None:
     rows = {row["student"]: row for row in report.read(root)}
     assert rows["honest"]["status"] == rows["reference"]["status"] == "graded"
     assert rows["honest"]["points"] == rows["reference"]["points"] == "13", rows
-    # Mostly "timed out" (the cells before it keep their points); in some runs, warm, nbgrader
-    # lost its kernel's channels first ("not graded": nothing earned, earlier scores kept).
-    assert rows["bomb"]["status"] in ("timed out", "not graded"), rows["bomb"]["detail"]
-    assert rows["bomb"]["points"] in ("0", ""), rows["bomb"]
+    # Stopped at its cell's time limit, capped all along: "timed out", the cells before it kept.
+    # (It ended "not graded" in some runs while another worker's kernel, starting at the same
+    # moment, could remove its cgroups before it joined them: then it ran uncapped.)
+    assert rows["bomb"]["status"] == "timed out", rows["bomb"]["detail"]
+    assert rows["bomb"]["points"] == "0", rows["bomb"]

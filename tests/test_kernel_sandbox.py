@@ -161,8 +161,16 @@ def probe(
     return {c.metadata["probe"]: c.outputs for c in nb.cells if "probe" in c.metadata}
 
 
+# IPython's word, in whichever cell runs then, that the kernel's /tmp (which a probe fills) took
+# no history: not the probe's output.
+HISTORY_FULL = re.compile(
+    r"The history saving thread hit an unexpected error \(.*?\)\."
+    r"History will not be written to the database\.\n?"
+)
+
+
 def text(outputs: list[dict]) -> str:
-    return "".join(o.get("text", "") for o in outputs)
+    return HISTORY_FULL.sub("", "".join(o.get("text", "") for o in outputs))
 
 
 def error(outputs: list[dict]) -> str:
@@ -235,8 +243,7 @@ def test_a_kernel_starts_no_more_processes_than_the_limit(probed) -> None:
 
 
 def test_the_cgroups_are_out_of_sight(probed) -> None:
-    # (IPython may add, on the same line, that /tmp, which a probe filled, took no history)
-    assert text(probed["cgroups"]).startswith("[]"), probed["cgroups"]
+    assert text(probed["cgroups"]).strip() == "[]", probed["cgroups"]
 
 
 def test_the_graders_session_keyring_is_out_of_reach(probed) -> None:

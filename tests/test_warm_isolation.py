@@ -383,10 +383,18 @@ def test_a_kernel_that_fails_to_start_leaves_the_zygote_serving_alone(zygote: Zy
 
 
 @pytest.mark.parametrize("manager_class", [SandboxedKernelManager, WarmKernelManager])
-def test_each_kernel_runs_in_cgroups_of_its_own(zygote: Zygote, manager_class: type) -> None:
+def test_each_kernel_runs_in_cgroups_of_its_own(
+    zygote: Zygote, manager_class: type, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Run by root, a kernel, cold or warm, is in a cgroup of its own in each hierarchy with the
-    pids or cpu controller (grader/cgroups.py), its processes capped; they go with it."""
+    pids or cpu controller (grader/cgroups.py), its processes capped; they go with it. (A warm
+    kernel once made a second set, a cold kernel's, that it never joined.)"""
     assert os.geteuid() != 0 or set(cgroups.parents()) == {"pids", "cpu"}, cgroups.parents()
+    made: list[list[str]] = []
+    kernel_groups = cgroups.kernel_groups
+    monkeypatch.setattr(
+        cgroups, "kernel_groups", lambda n: made.append(kernel_groups(n)) or made[-1]
+    )
 
     async def scenario() -> list[str]:
         warm = {"zygote": str(zygote.socket)} if manager_class is WarmKernelManager else {}
@@ -396,6 +404,7 @@ def test_each_kernel_runs_in_cgroups_of_its_own(zygote: Zygote, manager_class: t
         groups = list(manager._cgroups)
         try:
             assert len(groups) == len(set(cgroups.parents().values()))
+            assert made == [groups], "cgroups made that the kernel is not in"
             for group in groups:  # (a cold kernel's launcher joins them as it starts)
                 for _ in range(100):
                     if open(f"{group}/cgroup.procs").read().split():
@@ -408,12 +417,7 @@ def test_each_kernel_runs_in_cgroups_of_its_own(zygote: Zygote, manager_class: t
         return groups
 
     groups = run_coroutine(scenario())
-    for _ in range(100):  # its processes end just after
-        cgroups.remove_ended()
-        if not any(os.path.exists(g) for g in groups):
-            break
-        time.sleep(0.05)
-    assert not any(os.path.exists(g) for g in groups)
+    assert not any(os.path.exists(g) for g in groups), "its cgroups outlived the kernel"
 
 
 def test_a_cgroup_the_zygote_cannot_join_leaves_the_kernel_uncapped_and_said(

@@ -30,7 +30,8 @@ from grader.observation import KernelObservation
 from grader.verification import observations_file
 
 REMOVED = "a second copy of cell {} was removed before grading"
-KINDS = ("removed", "stopped", "died")  # the kinds of notes, in the order the report gives them
+KINDS = ("removed", "stopped", "died", "cut")  # the kinds of notes, in the report's order
+CUT = "[the grader kept the first {} KB of this cell's output; the rest was left out]\n"
 
 
 class Notes(Configurable):
@@ -55,7 +56,7 @@ def read_notes(path: Path) -> list[str]:
     stopped and the kernels that died (empty without a file)."""
     notes = json.loads(path.read_text()) if path.is_file() else {}
     removed = list(dict.fromkeys(notes.get("removed", [])))
-    return removed + list(notes.get("stopped", [])) + list(notes.get("died", []))
+    return removed + [n for kind in KINDS[1:] for n in notes.get(kind, [])]
 
 
 def stopped_notebooks(path: Path) -> set[str]:
@@ -164,6 +165,12 @@ class ExecuteKeepingPoints(Execute):
     observation_restarts = Integer(
         4, help="Fresh kernels the observation may use after items that killed the kernel."
     ).tag(config=True)
+    cell_output_kb = Integer(
+        1024,
+        help="Output a cell may keep in the graded notebook, in KB (the largest of the course's "
+        "own is under 100 KB): beyond it, what the cell shows is left out, said in the cell; its "
+        "error, if it ends in one, is kept, shortened (a test cell with an error earns nothing).",
+    ).tag(config=True)
     deadline = Float(
         0.0,
         help="Time (epoch seconds) the submission's time limit ends (0: from the limits of "
@@ -178,6 +185,8 @@ class ExecuteKeepingPoints(Execute):
     _spent = False  # the last cell's limit was the time left before the deadline
     _cells_until = _until = 0.0  # epoch seconds: the notebook's cells, the current run
     _observation: KernelObservation
+    _kept: dict[int, int]  # cell index -> characters of output shown (since its last clear)
+    _cut: set[int]  # cells whose output was cut
 
     def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int) -> tuple:
         if cell.cell_type == "code":
@@ -334,6 +343,44 @@ class ExecuteKeepingPoints(Execute):
         except Exception as error:  # noqa: BLE001 - the next cells run as they would have
             self.log.warning("could not stop the function that ran away: %s", error)
 
+    def reset_execution_trackers(self) -> None:
+        super().reset_execution_trackers()
+        self._kept, self._cut = {}, set()
+
+    def output(
+        self, outs: list[NotebookNode], msg: dict, display_id: str | None, cell_index: int
+    ) -> NotebookNode | None:
+        """nbclient's, within :attr:`cell_output_kb` a cell: a flood of output (an honest print
+        in a loop, or a hostile one) would fill the graded notebook, the feedback and the
+        grading process's memory. Beyond it a stream keeps its beginning, other outputs are
+        left out (one that a later update names keeps its place, emptied), an error is kept."""
+        out = super().output(outs, msg, display_id, cell_index)
+        if out is None or not outs or outs[-1] is not out:
+            return out
+        limit = self.cell_output_kb * 1024
+        before = self._kept.get(cell_index, 0) if len(outs) > 1 else 0  # 1: the first, or cleared
+        self._kept[cell_index] = before + _size(out)
+        if before + _size(out) <= limit:
+            return out
+        if out.output_type == "error":  # kept, shortened: the cell must not pass
+            out.evalue = str(out.get("evalue", ""))[:limit]
+            out.traceback = [line[:limit] for line in out.get("traceback", [])[-20:]]
+            return out
+        if out.output_type == "stream" and before < limit:
+            out.text = out.text[: limit - before]
+        elif display_id:
+            out.data, out.metadata = {"text/plain": ""}, {}
+        else:
+            outs.pop()
+        if cell_index not in self._cut:
+            self._cut.add(cell_index)
+            outs.append(NotebookNode(output_type="stream", name="stderr", text=""))
+            outs[-1].text = CUT.format(self.cell_output_kb)
+            cell = self.nb.cells[cell_index].get("metadata", {}).get("nbgrader", {})
+            name = cell.get("grade_id") or f"number {cell_index + 1}"
+            self._note("cut", f"cell {name} showed more than {self.cell_output_kb} KB: cut")
+        return outs[-1] if outs[-1] is out else None
+
     def _note(self, kind: str, note: str) -> None:
         """A note for the grading report (:class:`Notes`), logged too."""
         Notes(parent=self).add(kind, note)
@@ -343,6 +390,14 @@ class ExecuteKeepingPoints(Execute):
         info = self.resources.get("nbgrader", {})
         folder = self.resources.get("metadata", {}).get("path") or os.getcwd()
         return observations_file(Path(folder).absolute(), info.get("notebook", "notebook"))
+
+
+def _size(output: NotebookNode) -> int:
+    """About the characters ``output`` takes in the notebook."""
+    data = output.get("data", {})
+    values = [output.get("text", ""), output.get("evalue", ""), *output.get("traceback", [])]
+    values += [v if isinstance(v, str) else json.dumps(v) for v in data.values()]
+    return sum(len(v) for v in values if isinstance(v, str))
 
 
 def _error(name: str, message: str) -> NotebookNode:

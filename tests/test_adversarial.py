@@ -285,6 +285,10 @@ CASES: dict[str, Callable[[NotebookNode], NotebookNode] | str] = {
     "exits_when_observed": append_code("PositionalEncoding", hidden(EXITS_WHEN_OBSERVED)),
     "runaway_when_called": set_code("PositionalEncoding", RUNAWAY_WHEN_CALLED),
     "fills_disk": set_code(MASK, FILLS_DISK),
+    # A wrong mask that prints 3 MB each time it is called (in the test cells, which then fail).
+    "floods_when_called": set_code(
+        MASK, f"def {MASK}(sz):\n    print('x' * 3_000_000)\n    return torch.zeros(sz, sz)\n"
+    ),
     "imports_course_answer": set_code(MASK, IMPORTED_ANSWER),
 }
 HOSTILE = [
@@ -402,6 +406,27 @@ def test_broken_code_loses_only_its_points(adversarial_class: Path, student: str
     lost = {g for g, s in scores(adversarial_class, student).items() if s == 0}
     assert {"test_mask_visible", "test_mask_hidden"} <= lost
     assert "test_pe_hidden" not in lost, f"{student}: later cells should still run: {lost}"
+
+
+def test_a_flood_of_output_is_cut_and_a_failed_test_still_fails(adversarial_class: Path) -> None:
+    """Each cell keeps 1 MB of output (grader.preprocessors.ExecuteKeepingPoints.output): the
+    graded notebooks stay small, the report says which cell was cut, and a test cell whose
+    flood came before its failure keeps its error (and earns nothing)."""
+    for student, cell in [
+        ("huge_output", "mask_solution"),
+        ("floods_when_called", "test_mask_visible"),
+    ]:
+        notebook = adversarial_class / "autograded" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+        assert notebook.stat().st_size < 5 * MB, (student, notebook.stat().st_size)
+        (line,) = lines(adversarial_class, student)
+        assert f"cell {cell} showed more than 1024 KB: cut" in line["detail"], line
+        nb = nbformat.read(str(notebook), as_version=4)
+        graded = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == cell)
+        assert any("kept the first 1024 KB" in o.get("text", "") for o in graded.outputs)
+    assert graded.outputs[-1].output_type == "error", graded.outputs[-1]
+    assert auto_score(adversarial_class, "floods_when_called") == auto_score(
+        adversarial_class, "wrong_mask"
+    )
 
 
 def test_endless_loop_ignoring_sigint_is_stopped(adversarial_class: Path) -> None:

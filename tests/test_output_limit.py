@@ -1,0 +1,83 @@
+"""A cell's output within its limit (grader.preprocessors.ExecuteKeepingPoints.output), message
+by message as nbclient hands them over; the graded class's floods are in test_adversarial.py."""
+
+from __future__ import annotations
+
+import nbformat
+from nbclient import NotebookClient
+from nbformat import NotebookNode
+
+from grader.preprocessors import CUT, ExecuteKeepingPoints
+
+
+def client(kb: int = 1) -> ExecuteKeepingPoints:
+    """A client of a one-cell notebook, as ``preprocess`` sets it up, keeping ``kb`` a cell."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("flood()")])
+    executor = ExecuteKeepingPoints(cell_output_kb=kb)
+    NotebookClient.__init__(executor, nb)
+    executor.clear_before_next_output = False  # as nbclient sets it when the cell starts
+    return executor
+
+
+def message(kind: str, content: dict, parent: str = "cell-1") -> dict:
+    header = {"msg_type": kind}
+    return {
+        "msg_type": kind,
+        "header": header,
+        "content": content,
+        "parent_header": {"msg_id": parent},
+    }
+
+
+def stream(text: str) -> dict:
+    return message("stream", {"name": "stdout", "text": text})
+
+
+def shown(executor: ExecuteKeepingPoints, msg: dict, display_id: str | None = None) -> list:
+    outs: list[NotebookNode] = executor.nb.cells[0].outputs
+    executor.output(outs, msg, display_id, 0)
+    return outs
+
+
+def test_output_within_the_limit_is_kept_whole() -> None:
+    executor = client()
+    for _ in range(3):
+        outs = shown(executor, stream("x" * 300))
+    assert [o.text for o in outs] == ["x" * 300] * 3
+
+
+def test_a_stream_past_the_limit_keeps_its_beginning_and_says_so_once() -> None:
+    executor = client()
+    shown(executor, stream("a" * 1000))
+    shown(executor, stream("b" * 1000))
+    outs = shown(executor, stream("c" * 1000))
+    assert [o.text for o in outs] == ["a" * 1000, "b" * 24, CUT.format(1)]
+
+
+def test_an_error_after_a_flood_is_kept_so_that_the_cell_fails() -> None:
+    executor = client()
+    shown(executor, stream("x" * 5000))
+    error = {"ename": "AssertionError", "evalue": "y" * 5000, "traceback": ["line"] * 100}
+    outs = shown(executor, message("error", error))
+    assert outs[-1].output_type == "error"
+    assert len(outs[-1].evalue) == 1024 and len(outs[-1].traceback) == 20
+
+
+def test_a_display_past_the_limit_is_left_out_or_emptied_where_an_update_names_it() -> None:
+    executor = client()
+    big = {"data": {"text/html": "<b>" + "z" * 2000 + "</b>"}, "metadata": {}}
+    outs = shown(executor, message("display_data", big))
+    assert [o.get("text") for o in outs] == [CUT.format(1)]  # left out: only the note
+    named = {**big, "transient": {"display_id": "plot"}}
+    outs = shown(executor, message("display_data", named), display_id="plot")
+    assert outs[-1].data == {"text/plain": ""}  # its place kept for an update of "plot"
+    assert executor._display_id_map["plot"][0] == [len(outs) - 1]
+
+
+def test_a_cleared_cell_starts_its_count_again() -> None:
+    executor = client()
+    shown(executor, stream("a" * 1000))
+    outs = executor.nb.cells[0].outputs
+    outs.clear()  # nbclient's clear_output
+    outs = shown(executor, stream("b" * 1000))
+    assert [o.text for o in outs] == ["b" * 1000]

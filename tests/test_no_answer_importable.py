@@ -32,6 +32,7 @@ import select
 import signal
 import sys
 import tempfile
+import time
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from functools import cache
 from pathlib import Path
 
 import matplotlib
+import psutil
 import pytest
 import torch
 
@@ -226,7 +228,7 @@ def in_children(
     work: list, folder: Path, child: Callable[[list, Path, int], None], limit: float
 ) -> list:
     """Per piece of ``work``, the JSON line that ``child`` wrote for it (``None``: over
-    ``limit`` seconds).
+    ``limit`` seconds, see :func:`next_line_within`).
 
     Done in child processes (forks: nothing to import again, the reference namespaces already
     built), one piece after the other; a piece over the limit is dropped with its child, the
@@ -245,7 +247,7 @@ def in_children(
                 os._exit(0)
         os.close(write)
         with os.fdopen(read, "rb") as lines:
-            while len(results) < len(work) and select.select([lines], [], [], limit)[0]:
+            while len(results) < len(work) and next_line_within(lines, pid, limit):
                 line = lines.readline()
                 if not line:
                     break
@@ -256,6 +258,23 @@ def in_children(
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
     return results
+
+
+def next_line_within(lines: object, pid: int, limit: float) -> bool:
+    """Whether the child ``pid`` writes its next line before it spends ``limit`` seconds of
+    processor time on it, or four times that waiting (a call that sleeps): counted in processor
+    time, a loaded machine slows the child without making a quick call look endless."""
+    child = psutil.Process(pid)
+    try:
+        spent = sum(child.cpu_times()[:2])
+        start = time.monotonic()
+        while not select.select([lines], [], [], 0.05)[0]:
+            used = sum(child.cpu_times()[:2]) - spent
+            if used > limit or time.monotonic() - start > 4 * limit:
+                return False
+    except psutil.Error:  # it ended: its pipe tells
+        pass
+    return True
 
 
 def passed_cells(plans: list[Plan], folder: Path) -> list[list[str] | None]:

@@ -353,11 +353,16 @@ class ExecuteKeepingPoints(Execute):
         """nbclient's, within :attr:`cell_output_kb` a cell: a flood of output (an honest print
         in a loop, or a hostile one) would fill the graded notebook, the feedback and the
         grading process's memory. Beyond it a stream keeps its beginning, other outputs are
-        left out (one that a later update names keeps its place, emptied), an error is kept."""
+        left out (one that a later update names keeps its place, emptied), an error is kept;
+        what goes to an Output widget counts too, and is left out beyond it."""
+        limit = self.cell_output_kb * 1024
+        if self.output_hook_stack[msg["parent_header"].get("msg_id")]:  # to an Output widget
+            self._kept[cell_index] = self._kept.get(cell_index, 0) + len(str(msg["content"]))
+            if self._kept[cell_index] > limit:
+                return self._cut_here(outs, cell_index)
         out = super().output(outs, msg, display_id, cell_index)
         if out is None or not outs or outs[-1] is not out:
             return out
-        limit = self.cell_output_kb * 1024
         before = self._kept.get(cell_index, 0) if len(outs) > 1 else 0  # 1: the first, or cleared
         self._kept[cell_index] = before + _size(out)
         if before + _size(out) <= limit:
@@ -372,14 +377,18 @@ class ExecuteKeepingPoints(Execute):
             out.data, out.metadata = {"text/plain": ""}, {}
         else:
             outs.pop()
-        if cell_index not in self._cut:
-            self._cut.add(cell_index)
-            outs.append(NotebookNode(output_type="stream", name="stderr", text=""))
-            outs[-1].text = CUT.format(self.cell_output_kb)
-            cell = self.nb.cells[cell_index].get("metadata", {}).get("nbgrader", {})
-            name = cell.get("grade_id") or f"number {cell_index + 1}"
-            self._note("cut", f"cell {name} showed more than {self.cell_output_kb} KB: cut")
-        return outs[-1] if outs[-1] is out else None
+        return self._cut_here(outs, cell_index)
+
+    def _cut_here(self, outs: list[NotebookNode], cell_index: int) -> None:
+        """Say once, in the cell and in the report, that the cell's output was cut."""
+        if cell_index in self._cut:
+            return
+        self._cut.add(cell_index)
+        outs.append(NotebookNode(output_type="stream", name="stderr", text=""))
+        outs[-1].text = CUT.format(self.cell_output_kb)
+        cell = self.nb.cells[cell_index].get("metadata", {}).get("nbgrader", {})
+        name = cell.get("grade_id") or f"number {cell_index + 1}"
+        self._note("cut", f"cell {name} showed more than {self.cell_output_kb} KB: cut")
 
     def _note(self, kind: str, note: str) -> None:
         """A note for the grading report (:class:`Notes`), logged too."""

@@ -81,3 +81,23 @@ def test_a_cleared_cell_starts_its_count_again() -> None:
     outs.clear()  # nbclient's clear_output
     outs = shown(executor, stream("b" * 1000))
     assert [o.text for o in outs] == ["b" * 1000]
+
+
+class Widget:
+    """An Output widget's stand-in, as nbclient hands it the cell's output while it is open."""
+
+    def __init__(self) -> None:
+        self.got: list[dict] = []
+
+    def output(self, outs: list, msg: dict, display_id: str | None, cell_index: int) -> None:
+        self.got.append(msg)
+
+
+def test_output_to_a_widget_counts_and_is_left_out_past_the_limit() -> None:
+    executor = client()
+    widget = Widget()
+    executor.output_hook_stack["cell-1"].append(widget)
+    for _ in range(5):
+        outs = shown(executor, stream("w" * 400))
+    assert len(widget.got) == 2  # about 450 characters each with the message's content
+    assert [o.text for o in outs] == [CUT.format(1)]

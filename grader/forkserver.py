@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from grader import process_output
+
 PRELOAD = [
     "nbgrader.apps.nbgraderapp",
     "nbgrader.apps.autogradeapp",
@@ -52,18 +54,13 @@ class ForkedRun:
         self.returncode: int | None = None
 
     def communicate(self, timeout: float | None = None) -> tuple[str, None]:
-        """Its whole output and its end, within ``timeout`` seconds (TimeoutExpired after)."""
-        end, chunks = time.monotonic() + (timeout if timeout is not None else 1e9), []
-        while self.output >= 0:
-            left = end - time.monotonic()
-            ready, _, _ = select.select([self.output], [], [], max(0.0, left))
-            if not ready:
-                raise subprocess.TimeoutExpired("nbgrader", timeout or 0)
-            chunk = os.read(self.output, 65536)
-            if not chunk:
-                os.close(self.output)
-                self.output = -1
-            chunks.append(chunk)
+        """Its output (bounded: grader/process_output.py) and its end, within ``timeout``
+        seconds (TimeoutExpired after)."""
+        end, log = time.monotonic() + (timeout if timeout is not None else 1e9), ""
+        if self.output >= 0:
+            log = process_output.read_all(self.output, timeout)
+            os.close(self.output)
+            self.output = -1
         self.client.settimeout(max(1.0, end - time.monotonic()))
         try:
             line = self.client.makefile("rb").readline()
@@ -71,7 +68,7 @@ class ForkedRun:
             raise subprocess.TimeoutExpired("nbgrader", timeout or 0) from None
         self.returncode = int(json.loads(line).get("exit", 1)) if line else 1
         self.client.close()
-        return b"".join(chunks).decode(errors="replace"), None
+        return log, None
 
     def close(self) -> None:
         """Drop the pipe and the connection (after the process was killed)."""

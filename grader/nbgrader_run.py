@@ -27,7 +27,7 @@ from typing import Any
 
 import psutil
 
-from grader import rlimits
+from grader import process_output, rlimits
 from grader.job import GradingJob
 from grader.preprocessors import read_notes, stopped_notebooks
 
@@ -138,13 +138,8 @@ def launch(job: GradingJob, line: list[str], scratch: Path, zygote: Path | None)
     """The nbgrader process of ``line`` (a Popen), or, warm, one forked by the run's
     :class:`grader.forkserver.ForkServer` (same arguments, folder, environment and limits)."""
     if zygote is None or job.warm is None:
-        return subprocess.Popen(
-            line,
-            cwd=scratch,
-            env=job.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
+        return process_output.BoundedPopen(
+            line, cwd=scratch, env=job.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
         )
     limits = [job.limits.memory_mb, job.limits.file_size_mb, job.limits.processes]
     arguments = line[line.index("grader.nbgrader_main") + 1 :]

@@ -1,12 +1,20 @@
 """A cell's output within its limit (grader.preprocessors.ExecuteKeepingPoints.output), message
-by message as nbclient hands them over; the graded class's floods are in test_adversarial.py."""
+by message as nbclient hands them over, and a grading process's own output kept bounded
+(grader/process_output.py); the graded class's floods are in test_adversarial.py."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import threading
+
 import nbformat
+import pytest
 from nbclient import NotebookClient
 from nbformat import NotebookNode
 
+from grader import process_output
 from grader.preprocessors import CUT, ExecuteKeepingPoints
 
 
@@ -101,3 +109,32 @@ def test_output_to_a_widget_counts_and_is_left_out_past_the_limit() -> None:
         outs = shown(executor, stream("w" * 400))
     assert len(widget.got) == 2  # about 450 characters each with the message's content
     assert [o.text for o in outs] == [CUT.format(1)]
+
+
+def test_what_a_grading_process_prints_is_kept_bounded() -> None:
+    """A kernel can print without end to its nbgrader process's output (a subprocess, or
+    ``os.write(sys.stdout.fileno(), ...)``): the grader keeps its beginning and its end."""
+    read, write = os.pipe()
+
+    def flood() -> None:
+        with os.fdopen(write, "wb") as out:
+            out.write(b"start\n" + b"x" * (5 * process_output.TAIL) + b"\nTraceback: the end\n")
+
+    writer = threading.Thread(target=flood)
+    writer.start()
+    log = process_output.read_all(read, timeout=60)
+    writer.join()
+    os.close(read)
+    assert log.startswith("start\n") and log.endswith("Traceback: the end\n")
+    assert len(log) < process_output.HEAD + process_output.TAIL + 100
+    assert re.search(r"\[\.\.\. \d+ bytes of output left out \.\.\.\]", log)
+
+
+def test_reading_a_grading_process_gives_up_at_its_time_limit() -> None:
+    read, write = os.pipe()
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            process_output.read_all(read, timeout=0.2)
+    finally:
+        os.close(read)
+        os.close(write)

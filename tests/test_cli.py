@@ -249,7 +249,7 @@ def test_nbgrader_starts_through_the_wrapper(
         started.append((command, kwargs))
         return Finished()
 
-    monkeypatch.setattr(nbgrader_run.subprocess, "Popen", popen)
+    monkeypatch.setattr(nbgrader_run.process_output, "BoundedPopen", popen)
     config = Limits(memory_mb=1234, file_size_mb=56, processes=78)
     times = TimeLimits(0, 900, "the configured limits")
     job = GradingJob(root, "a_masks", root / "gradebook.db", config, times, {})

@@ -53,7 +53,7 @@ class Notes(Configurable):
 
 def read_notes(path: Path) -> list[str]:
     """The notes at ``path`` for the report: the removed copies (each once), then the cells
-    stopped and the kernels that died (empty without a file)."""
+    stopped, the kernels that died and the outputs cut (empty without a file)."""
     notes = json.loads(path.read_text()) if path.is_file() else {}
     removed = list(dict.fromkeys(notes.get("removed", [])))
     return removed + [n for kind in KINDS[1:] for n in notes.get(kind, [])]
@@ -365,7 +365,7 @@ class ExecuteKeepingPoints(Execute):
             return out
         before = self._kept.get(cell_index, 0) if len(outs) > 1 else 0  # 1: the first, or cleared
         self._kept[cell_index] = before + _size(out)
-        if before + _size(out) <= limit:
+        if self._kept[cell_index] <= limit:
             return out
         if out.output_type == "error":  # kept, shortened: the cell must not pass
             out.evalue = str(out.get("evalue", ""))[:limit]
@@ -384,8 +384,9 @@ class ExecuteKeepingPoints(Execute):
         if cell_index in self._cut:
             return
         self._cut.add(cell_index)
-        outs.append(NotebookNode(output_type="stream", name="stderr", text=""))
-        outs[-1].text = CUT.format(self.cell_output_kb)
+        outs.append(
+            NotebookNode(output_type="stream", name="stderr", text=CUT.format(self.cell_output_kb))
+        )
         cell = self.nb.cells[cell_index].get("metadata", {}).get("nbgrader", {})
         name = cell.get("grade_id") or f"number {cell_index + 1}"
         self._note("cut", f"cell {name} showed more than {self.cell_output_kb} KB: cut")

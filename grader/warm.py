@@ -222,7 +222,7 @@ class WarmPool:
             zygote.close(remove=False)
         self.nbgrader.close()
         shutil.rmtree(self.folder, ignore_errors=True)
-        cgroups.remove_ended()  # those of the last kernels
+        cgroups.remove_ended()  # any left by kernels of long ago (each removes its own)
 
 
 def _only(env: dict[str, str]) -> dict[str, str]:

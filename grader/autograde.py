@@ -36,6 +36,7 @@ from grader.verification import Judge
 
 if TYPE_CHECKING:
     from grader.warm import WarmPool
+    from grader.warm_service import KeptWorkers
 
 
 def autograde(
@@ -104,12 +105,13 @@ def autograde_classes(
     main_dbs = {assignment: _check(root, assignment, url) for assignment in classes}
     chosen = {assignment: _chosen(root, assignment, s) for assignment, s in classes.items()}
     _prepare(unsafe_no_sandbox)
-    judge = Judge()
+    kept = _kept_workers(root, jobs) if warm else None  # `course workers start`
+    judge = Judge(kept.judge_socket if kept else None)
     judge.start()  # it imports torch while the warm workers do: the first verdict does not wait
     try:
         with (
             tempfile.TemporaryDirectory(prefix="course-snapshot-") as folder,
-            _pool(warm, jobs) as pool,
+            _pool(warm, jobs, kept) as pool,
         ):
             job_of = {
                 a: replace(
@@ -122,12 +124,27 @@ def autograde_classes(
             return grade_here(job_of, chosen, jobs, url, progress, finished)
     finally:
         judge.close()
+        if kept is not None:
+            kept.close()
+
+
+def _kept_workers(root: Path, jobs: int) -> KeptWorkers | None:
+    """The warm workers kept by `course workers start` for this course, if they fit the run."""
+    from grader import warm_service  # jupyter_client: only when warm
+
+    return warm_service.attach(root, jobs)
 
 
 @contextmanager
-def _pool(warm: bool, jobs: int) -> Iterator[WarmPool | None]:
-    """The warm zygote of ``jobs`` workers (``warm``), stopped when grading ends; else None
-    (also when it cannot start here: grading then goes on cold, and says so)."""
+def _pool(
+    warm: bool, jobs: int, kept: KeptWorkers | None = None
+) -> Iterator[WarmPool | KeptWorkers | None]:
+    """The warm zygote of ``jobs`` workers (``warm``): the kept ones if given, else the run's
+    own, stopped when grading ends; else None (also when it cannot start here: grading then
+    goes on cold, and says so)."""
+    if kept is not None:
+        yield kept
+        return
     if not warm:
         yield None
         return

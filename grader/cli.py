@@ -9,6 +9,7 @@ course grades [--csv PATH]               grade table (student x notebook) and CS
 course grades --lms canvas|moodle [--out FILE]   the grades as the LMS imports them
 course demo [ASSIGNMENT...] [--jobs N] [--all]   release, the demo class (representative;
                                          --all: every demo student), autograde, feedback, grades
+course workers start|stop|status [--jobs N] [--idle MINUTES]   warm workers kept between runs
 course check NOTEBOOK                    run a notebook's tests and explain each failure
 course submission build RELEASE_NB DESCRIPTION OUT
 """
@@ -89,6 +90,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--unsafe-no-sandbox", action="store_true", help=UNSAFE_HELP)
     p.add_argument("--cold", action="store_true", help=COLD_HELP)
 
+    _workers_parser(sub)
+
     p = sub.add_parser("check", help="run a notebook's tests and explain each failure")
     p.add_argument("notebook", type=Path)
     p.add_argument("--timeout", type=int, default=300, help="seconds per cell")
@@ -109,6 +112,21 @@ def _collect_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lms", choices=LMS_NAMES, required=True)
     p.add_argument(
         "--worksheet", type=Path, help="Moodle's grading worksheet (CSV): submission times"
+    )
+
+
+def _workers_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "workers",
+        help="keep warm workers between grading runs (the zygote, nbgrader, the judge), so that "
+        "each `course autograde` skips their start (grader/warm_service.py)",
+    )
+    p.add_argument("action", choices=["start", "stop", "status"])
+    p.add_argument(
+        "--jobs", type=int, default=_jobs_default(), help="the --jobs of the runs that use them"
+    )
+    p.add_argument(
+        "--idle", type=float, default=30, metavar="MINUTES", help="stop after this long unused"
     )
 
 
@@ -157,6 +175,8 @@ def run(args: argparse.Namespace) -> int:
             warm=not args.cold,
         )
         return 0 if all(g.ok for g in results) else 1
+    elif args.command == "workers":
+        print(_workers_command(root, args))
     elif args.command in ("collect", "feedback") or getattr(args, "lms", None):
         return _lms_command(root, args)
     elif args.command == "grades" and args.out:
@@ -202,6 +222,17 @@ def _lms_command(root: Path, args: argparse.Namespace) -> int:
         path = export.export(root, args.lms, out, missing=args.missing)
         print(f"grades written to {path} for import into {args.lms.title()}")
     return 0
+
+
+def _workers_command(root: Path, args: argparse.Namespace) -> str:
+    """``course workers start|stop|status``: what to tell the user."""
+    from grader import warm_service  # jupyter_client: once this command is chosen
+
+    if args.action == "start":
+        return warm_service.start(root, args.jobs, args.idle)
+    if args.action == "stop":
+        return warm_service.stop(root)
+    return warm_service.status(root, args.jobs)
 
 
 def _cluster(args: argparse.Namespace) -> str | None:

@@ -79,9 +79,15 @@ class ForkedRun:
 
 
 class ForkServer:
-    """The per-run server (started at once, waited for at the first :meth:`spawn`)."""
+    """The per-run server (started at once, waited for at the first :meth:`spawn`), or, with
+    ``attach``, the socket of one that the kept warm workers hold (:mod:`grader.warm_service`:
+    not started, nor stopped, here)."""
 
-    def __init__(self) -> None:
+    def __init__(self, attach: Path | None = None) -> None:
+        self.process: subprocess.Popen | None = None
+        if attach is not None:
+            self.folder, self.socket = None, attach
+            return
         self.folder = Path(tempfile.mkdtemp(prefix="course-nbfork-"))
         self.socket = self.folder / "server.sock"
         self.process = subprocess.Popen(
@@ -99,7 +105,8 @@ class ForkServer:
                 return client
             except OSError:
                 client.close()
-                if self.process.poll() is not None or time.monotonic() > end:
+                ended = self.process is not None and self.process.poll() is not None
+                if ended or time.monotonic() > end:
                     raise RuntimeError("the warm nbgrader server did not start") from None
                 time.sleep(0.05)
 
@@ -127,6 +134,8 @@ class ForkServer:
         return ForkedRun(client, int(answer["pid"]), read)
 
     def close(self) -> None:
+        if self.process is None:  # attached: the kept workers' server goes on
+            return
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()

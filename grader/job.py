@@ -16,7 +16,7 @@ from grader.limits import Limits, TimeLimits
 from grader.verification import Judge
 
 if TYPE_CHECKING:
-    from grader.warm import WarmPool
+    from grader.warm import Workers
 
 
 @dataclass(frozen=True)
@@ -31,4 +31,5 @@ class GradingJob:
     env: dict[str, str]  # environment of the nbgrader process (grader.nbgrader_run.worker_env)
     sandboxed: bool = True  # the kernel in bubblewrap (grader.kernels.SandboxedKernelManager)
     judge: Judge | None = None  # None: no trusted verification (grader.verification)
-    warm: WarmPool | None = None  # kernels forked from the run's zygote (grader.warm)
+    # kernels forked from the run's zygote (grader.warm), or the kept one (grader.warm_service)
+    warm: Workers | None = None

@@ -32,6 +32,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import secrets
+import socket
 import subprocess
 import sys
 import threading
@@ -76,10 +77,13 @@ class Verification:
 
 
 class Judge:
-    """One ``python -m judge`` process, shared by the grading threads of a run."""
+    """One ``python -m judge`` process, shared by the grading threads of a run; or, with
+    ``address`` (the socket of the kept warm workers' judge server, :mod:`grader.warm_service`),
+    a judge forked for this run from one that imported torch already."""
 
-    def __init__(self) -> None:
-        self._process: subprocess.Popen | None = None
+    def __init__(self, address: str | None = None) -> None:
+        self.address = address
+        self._process: subprocess.Popen | ForkedJudge | None = None
         self._lock = threading.Lock()
         self._closed = False
 
@@ -111,19 +115,27 @@ class Judge:
         with self._lock:
             self._started()
 
-    def _started(self) -> subprocess.Popen:
-        if self._process is None or self._process.poll() is not None:
-            self._process = subprocess.Popen(
-                [sys.executable, "-m", "judge"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-                bufsize=1,
-            )
-            # Below the kernels: its start (torch's import) and its verdicts take what the
-            # grading workers leave, as a submission's verdict does not hold up the next kernel.
-            os.setpriority(os.PRIO_PROCESS, self._process.pid, JUDGE_NICENESS)
-        return self._process
+    def _started(self) -> subprocess.Popen | ForkedJudge:
+        if self._process is not None and self._process.poll() is None:
+            return self._process
+        if self.address:
+            try:
+                self._process = ForkedJudge(self.address)
+                return self._process
+            except OSError:  # the kept workers ended: a judge of this run's own, as without
+                self.address = None
+        process = subprocess.Popen(
+            [sys.executable, "-m", "judge"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+        # Below the kernels: its start (torch's import) and its verdicts take what the grading
+        # workers leave, as a submission's verdict does not hold up the next kernel.
+        os.setpriority(os.PRIO_PROCESS, process.pid, JUDGE_NICENESS)
+        self._process = process
+        return process
 
     def close(self) -> None:
         """Stop the judge process (at once: it keeps nothing, and it may still be importing
@@ -133,6 +145,37 @@ class Judge:
             self._process.kill()
             self._process.wait()
         self._process = None
+
+
+class ForkedJudge:
+    """A judge forked by the judge server at ``address`` for this connection, used as
+    :class:`Judge` uses its process (lines in, lines out; ``kill`` ends it)."""
+
+    def __init__(self, address: str) -> None:
+        self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._socket.connect(address)
+        except OSError:
+            self._socket.close()
+            raise
+        self.stdin = self._socket.makefile("w")
+        self.stdout = self._socket.makefile("r")
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def kill(self) -> None:
+        """Close the connection: the forked judge reads its end and ends."""
+        for part in (self.stdin, self.stdout, self._socket):
+            try:
+                part.close()
+            except OSError:
+                pass
+        self.returncode = -9
+
+    def wait(self) -> int | None:
+        return self.returncode
 
 
 def judge_notebooks(

@@ -43,8 +43,9 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any, Protocol
 
 from traitlets import Unicode
 
@@ -60,6 +61,18 @@ STOPPED = "grading was stopped: the warm workers are closed"
 ETC_FILES = SandboxedKernelManager.class_traits()["etc_files"].default()
 CGROUPS = "cgroups"  # in the worker's folder: where its kernels' cgroups are made
 ENV_ALLOW = SandboxedKernelManager.class_traits()["env_allow"].default()
+
+
+class Workers(Protocol):
+    """What a run's submissions use of their warm workers: a :class:`WarmPool`, or the workers
+    kept between runs (:class:`grader.warm_service.KeptWorkers`)."""
+
+    @property
+    def nbgrader(self) -> ForkServer: ...
+
+    def worker(self) -> AbstractContextManager[Any]: ...
+
+    def close(self) -> None: ...
 
 
 def zygote_source() -> str:

@@ -10,7 +10,10 @@ all``: every demo student) in scratch copies of the course, in one run:
   config but neither the sandbox nor the judge (one process for the class);
 - ``course autograde --cold`` (kernels started afresh in bubblewrap) and ``course autograde``
   (warm, the default: kernels forked from the run's zygote, grader/warm.py), at each
-  ``--jobs``.
+  ``--jobs``;
+- ``course autograde`` on warm workers kept between runs (``course workers start``,
+  grader/warm_service.py), twice, at each ``--jobs``, with the seconds their start took
+  (``--kept-runs 0``: not measured).
 
 Prints the wall-clock seconds per submission (and per submission and worker), the trusted
 judge's share of each run, the ratio of warm at one worker to bare nbgrader, and whether the
@@ -30,7 +33,7 @@ from pathlib import Path
 
 from nbgrader.api import Gradebook
 
-from grader import demo, grading, pipeline, report
+from grader import demo, grading, pipeline, report, warm_service
 from grader.paths import release_notebooks, use_this_python
 
 REPO = Path(__file__).resolve().parents[1]
@@ -132,6 +135,23 @@ def outcome(root: Path, assignment: str, students: list[str]) -> dict:
     return found
 
 
+def kept_runs(root: Path, assignment: str, students: list[str], jobs: int, runs: int) -> list:
+    """``runs`` runs of ``course autograde`` on kept workers (started first, stopped after)."""
+    if runs <= 0:
+        return []
+    start = time.perf_counter()
+    warm_service.start(root, jobs, idle_minutes=10)
+    print(f"course workers start --jobs {jobs}: {time.perf_counter() - start:.1f} s")
+    try:
+        return [course(root, assignment, students, jobs, True) for _ in range(runs)]
+    finally:
+        warm_service.stop(root)
+
+
+def differences(found: dict, cold: dict) -> list:
+    return [key for key in found if found[key] != cold.get(key)]
+
+
 def line(label: str, seconds: float, n: int, jobs: int, judge: float | None = None) -> str:
     text = f"{label:<34} {seconds:7.1f} s  {seconds / n:6.2f} s/submission"
     text += f"  {seconds * jobs / n:6.2f} s/submission/worker"
@@ -145,6 +165,7 @@ def main() -> None:
     parser.add_argument("--assignment", default="a_masks")
     parser.add_argument("--jobs", type=int, nargs="*", default=[1, 2])
     parser.add_argument("--students", default="representative", help="representative or all")
+    parser.add_argument("--kept-runs", type=int, default=2, help="runs on kept workers per --jobs")
     args = parser.parse_args()
     use_this_python()
     a = args.assignment
@@ -174,10 +195,14 @@ def main() -> None:
                 print(line(label, seconds, n, jobs, judge))
                 cold_outcome = cold_outcome or (None if warm else found)
                 if warm and found != cold_outcome:
-                    diff = [k for k in found if found[k] != cold_outcome.get(k)]
-                    print(f"  DIFFERENT from cold: {diff}")
+                    print(f"  DIFFERENT from cold: {differences(found, cold_outcome)}")
                 if warm and jobs == 1:
                     warm_one = seconds
+            kept = kept_runs(root, a, students, jobs, args.kept_runs)
+            for seconds, judge, found in kept:
+                print(line(f"course autograde --jobs {jobs}, kept", seconds, n, jobs, judge))
+                if found != cold_outcome:
+                    print(f"  DIFFERENT from cold: {differences(found, cold_outcome)}")
         print(f"load average at the end {os.getloadavg()[0]:.2f}")
         if warm_one is not None:
             print(

@@ -43,6 +43,8 @@ PRELOAD = [
     "grader.kernels",
     "grader.warm",
     "ipykernel.kernelspec",  # by jupyter_client, for the python3 kernel's spec (with IPython)
+    "IPython",  # by jupyter_client's kernel spec manager, for the folders of kernel specs
+    "sqlalchemy.dialects.sqlite",  # by the gradebook's first engine
 ]
 
 

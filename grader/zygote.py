@@ -1,8 +1,7 @@
 """The warm worker's zygote: run INSIDE bubblewrap as ``python -c SOURCE WORKER_ROOT``.
 
-This file is not imported by the grader: :mod:`grader.warm` reads its text and hands it to
-Python inside the sandbox, so that the grader's own package never becomes visible there. It
-uses only the standard library, ctypes and the modules it preloads (:data:`PRELOAD`).
+Not imported by the grader: :mod:`grader.warm` hands its text to Python in the sandbox, where
+the grader's package stays out of sight. It uses only the standard library and what it preloads.
 
 The zygote imports torch, ipykernel and the course once, runs no torch op and starts no
 thread, then serves requests on ``WORKER_ROOT/control/zygote.sock`` (one JSON line each):
@@ -21,12 +20,14 @@ capability, reaps), C (the kernel: clean environment, fresh random state). Killi
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import importlib
 import json
 import os
 import pkgutil
 import random
+import resource
 import select
 import signal
 import socket
@@ -34,19 +35,19 @@ import sys
 import time
 import traceback
 
-# What a kernel imports (PRELOAD, before the zygote answers: the first kernels, forked at
-# once, would each import what is missing) and what only some notebooks import, on first use
-# (LATER, imported while the zygote is idle). Found by running every source notebook in a warm
-# kernel and listing the modules its cells added. Imports only, no torch op. Left out on
-# purpose: datasets and pyarrow, whose import starts a thread (jemalloc's), which a fork would
-# not carry; matplotlib_inline.backend_inline, whose import hooks the figures into the
-# kernel's shell, which exists only in the kernel (imported here, a figure not shown by
-# plt.show() was lost). numpy.random: imported lazily by numpy 2, or /tmp's tmpfs may hide it.
+# What a kernel imports (PRELOAD, before the zygote answers: the first kernels, forked at once,
+# would each import what is missing) and what only some notebooks import, on first use (LATER,
+# imported while idle): the modules that running every source notebook warm added. No torch op.
+# Left out: datasets and pyarrow, whose import starts a thread (jemalloc's), which a fork would
+# not carry; matplotlib_inline.backend_inline, whose import hooks the figures into the shell,
+# which exists only in the kernel (imported here, a figure not shown by plt.show() was lost).
+# numpy.random: imported lazily by numpy 2, or /tmp's tmpfs may hide it.
 PRELOAD = ["numpy", "numpy.random", "torch", "matplotlib", "matplotlib.pyplot", "IPython"]
 PRELOAD += ["ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.debugger", "ipywidgets"]
 PRELOAD += ["PIL.PngImagePlugin", "IPython.core.pylabtools", "IPython.core.magics.execution"]
 PRELOAD += ["course", "course.*"]  # course.*: every module of the course package
 LATER = ["torch._dynamo"]  # by an optimizer's first step: 0.8 s, with sympy and torch.fx
+LATER += ["tracebacks"]  # not a module: _format_a_traceback
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWUSER = 0x20000000, 0x40000000, 0x10000000
@@ -86,8 +87,7 @@ def _writable_mounts(request: dict) -> set[str]:
 
 def _mounts(request: dict, root: str) -> None:
     """Private mounts: a fresh /tmp and /dev/shm, the worker's folder hidden but for this
-    submission's folder and socket folder, a /proc of the new PID namespace, and every other
-    mount read-only."""
+    submission's folders, a /proc of the new PID namespace, every other mount read-only."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     kept = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in _bound(request)}
     size = int(request["tmp_mb"]) * 2**20
@@ -109,9 +109,8 @@ def _mounts(request: dict, root: str) -> None:
 
 
 def _bound(request: dict) -> list[str]:
-    """Bound again over the fresh /tmp: the submission's folder, its socket folder, and what
-    the kernel reads (Python, the virtualenv, ``course/``) where it lies under /tmp (a clone
-    there, say; read-only like every mount but the writable ones)."""
+    """Bound again over the fresh /tmp: the submission's folder and socket folder, and what the
+    kernel reads (Python, the virtualenv, ``course/``) if under /tmp (read-only, as the rest)."""
     reads = [path for path in request.get("readable", []) if _under(path, "/tmp")]
     return [request["workdir"], request["sockets"], *reads]
 
@@ -140,9 +139,8 @@ def _read_only_but(writable: set[str]) -> None:
 
 
 def _own_user_namespace() -> None:
-    """A user namespace of the kernel's own (ids mapped to themselves) and a new session
-    keyring: its keyrings are never another kernel's nor the grader's. Entered after the
-    mounts (bubblewrap's covered /proc refuses a nested user namespace)."""
+    """A user namespace of the kernel's own (ids mapped to themselves) and a new session keyring
+    (never another kernel's nor the grader's), after the mounts (a covered /proc refuses it)."""
     uid, gid = os.geteuid(), os.getegid()
     _check(libc.unshare(CLONE_NEWUSER), "unshare user")
     for name, text in [("uid_map", uid), ("setgroups", "deny"), ("gid_map", gid)]:
@@ -171,8 +169,6 @@ def _drop_capabilities() -> None:
 
 
 def _rlimits(memory_mb: int, file_size_mb: int, processes: int) -> None:
-    import resource  # only in a kernel's process, after the fork
-
     mb = 2**20
     resource.setrlimit(resource.RLIMIT_AS, (memory_mb * mb, memory_mb * mb))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_mb * mb, file_size_mb * mb))
@@ -236,8 +232,7 @@ def _run_kernel(request: dict, status: int) -> None:
 
 
 def _tell_and_exit(status: int, error: BaseException) -> None:
-    """End a forked child that failed, after telling the zygote why. A forked child never
-    returns into the zygote's code (it would go on serving the zygote's socket)."""
+    """End a failed forked child, after telling the zygote why (never back into its loop)."""
     try:
         os.write(status, f"error {error!r}\n".encode())
     finally:
@@ -338,17 +333,13 @@ class Kernel:
         self.connection, self.first, self.init = connection, first, init
 
     def kill(self) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(self.init, signal.SIGKILL)  # PID 1 of its namespace: all of it ends
-        except ProcessLookupError:
-            pass
 
 
 def _send(connection: socket.socket, message: dict) -> None:
-    try:
+    with contextlib.suppress(OSError):
         connection.sendall(json.dumps(message).encode() + b"\n")
-    except OSError:
-        pass
 
 
 def _serve(listener: socket.socket, root: str, wakeup: int) -> None:
@@ -362,8 +353,8 @@ def _serve(listener: socket.socket, root: str, wakeup: int) -> None:
         if not ready and later:
             _import(later.pop(0))
         for connection in ready:
-            if connection == wakeup:
-                _drain(wakeup)
+            if connection == wakeup:  # SIGCHLD wrote one byte each (a pipe holds 64 KB)
+                os.read(wakeup, 1 << 16)
                 continue
             if connection is listener:
                 clients.add(listener.accept()[0])
@@ -411,14 +402,6 @@ def _handle(
             os.close(fd)
 
 
-def _drain(fd: int) -> None:
-    try:
-        while os.read(fd, 4096):
-            pass
-    except BlockingIOError:
-        pass
-
-
 def _reap(kernels: dict) -> None:
     while True:
         try:
@@ -434,21 +417,37 @@ def _reap(kernels: dict) -> None:
 
 
 def _import(name: str) -> None:
-    """Import a module (``course.*``: every module of the course package), if it loads here."""
+    """Import ``name`` if it loads here (``course.*``: all of ``course``; ``tracebacks``: below)."""
     try:
-        if name != "course.*":
+        if name == "tracebacks":
+            _format_a_traceback()
+        elif name != "course.*":
             importlib.import_module(name)
-            return
-        for module in pkgutil.walk_packages(sys.modules["course"].__path__, "course."):
-            importlib.import_module(module.name)
+        else:
+            for module in pkgutil.walk_packages(sys.modules["course"].__path__, "course."):
+                importlib.import_module(module.name)
     except Exception:  # noqa: BLE001 - a module that cannot load here loads in the kernel
         pass
 
 
+def _format_a_traceback() -> None:
+    """Format a failed check's traceback through a torch module as a kernel does (no torch op):
+    kernels forked after have what it parsed and loaded (0.05 to 0.1 s of their first error)."""
+    from IPython.core.ultratb import AutoFormattedTB  # preloaded (IPython)
+
+    class Fails(sys.modules["torch"].nn.Module):
+        def forward(self) -> None:
+            sys.modules["course.testcells"].fail("a warm-up")
+
+    try:
+        Fails()()
+    except AssertionError:
+        AutoFormattedTB(mode="Context", theme_name="neutral").structured_traceback(*sys.exc_info())
+
+
 def _self_test() -> None:
-    """Set up the namespaces and mounts of a kernel's sandbox in a child that then ends: a
-    zygote that could not (nested user namespaces refused here, say) ends here with why,
-    before it serves, and the grader grades cold (grader.autograde)."""
+    """Set up a kernel's namespaces and mounts in a child that then ends: a zygote that cannot
+    (nested user namespaces refused, say) ends here with why, and the grader grades cold."""
     read, write = os.pipe()
     child = os.fork()
     if child == 0:
@@ -478,8 +477,7 @@ def _self_test() -> None:
 
 def main(root: str) -> None:
     """Preload, then serve the worker's requests until the grader ends."""
-    # As ipykernel does before any import (matplotlib reads it once, when imported): figures
-    # go to the inline backend unless the environment names another.
+    # As ipykernel does before any import (matplotlib reads it once): inline figures by default
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     _self_test()
     control = os.path.join(root, "control")

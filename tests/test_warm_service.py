@@ -144,7 +144,11 @@ def fake_workers(tmp_path: Path) -> Iterator[Path]:
     (place / "lease").touch()
     state = {"pid": process.pid, "key": "other code", "jobs": 3, "idle_seconds": 60}
     (place / "state.json").write_text(json.dumps(state))
+    end = time.monotonic() + 10
+    while not warm_service._is_service(process.pid) and time.monotonic() < end:
+        time.sleep(0.05)
     try:
+        assert warm_service.read_state(place) == state, open(f"/proc/{process.pid}/stat").read()
         yield tmp_path
     finally:
         process.kill()

@@ -263,7 +263,11 @@ def attach(root: Path, jobs: int) -> KeptWorkers | None:
             file=sys.stderr,
         )
         return None
-    lease = os.open(place / "lease", os.O_RDWR)
+    try:
+        lease = os.open(place / "lease", os.O_RDWR)
+    except OSError as error:  # started by another user, say
+        print(f"the kept warm workers cannot be used: {error}", file=sys.stderr)
+        return None
     fcntl.flock(lease, fcntl.LOCK_SH)  # they cannot decide to stop while it is held
     if read_state(place) != state:  # they stopped meanwhile
         os.close(lease)

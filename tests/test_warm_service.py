@@ -204,3 +204,16 @@ def test_a_forked_judge_answers_as_a_judge_process(tmp_path: Path) -> None:
     assert after.verify(ASSIGNMENT, 7, missing) == expected[0]
     assert isinstance(after._process, subprocess.Popen)
     after.close()
+
+
+def test_workers_whose_lease_cannot_be_opened_are_left_alone(
+    fake_workers: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Workers of this code (another user's, say, whose folder this user cannot open) that this
+    run cannot hold: it starts its own, and says why."""
+    place = warm_service.folder(fake_workers)
+    state = {**json.loads((place / "state.json").read_text()), "key": warm_service.code_key(2)}
+    (place / "state.json").write_text(json.dumps(state))
+    (place / "lease").unlink()
+    assert warm_service.attach(fake_workers, 2) is None
+    assert "the kept warm workers cannot be used" in capsys.readouterr().err

@@ -189,6 +189,11 @@ class WarmPool:
         self._zygotes.append(zygote)
         return zygote
 
+    @property
+    def zygote(self) -> Zygote:
+        """The zygote serving now (the last one started)."""
+        return self._zygotes[-1]
+
     def ready(self) -> None:
         """Wait until the zygote answers (CourseError, and the pool closed, if it cannot)."""
         try:

@@ -45,7 +45,7 @@ from grader.forkserver import ForkServer
 from grader.nbgrader_run import worker_env
 from grader.paths import CourseError
 from grader.verification import JUDGE_NICENESS
-from grader.warm import STOPPED, WarmPool
+from grader.warm import STOPPED, WarmPool, Zygote
 
 FOLDER = ".warm-workers"
 IDLE_MINUTES = 30
@@ -125,10 +125,10 @@ def _start_judge(pool: WarmPool) -> subprocess.Popen:
     return judge
 
 
-def _ready(pool: WarmPool, judge: subprocess.Popen):  # -> grader.warm.Zygote
+def _ready(pool: WarmPool, judge: subprocess.Popen) -> Zygote:
     """Wait until the zygote has imported everything, the fork server and the judge listen."""
     pool.ready()
-    zygote = pool._zygotes[-1]
+    zygote = pool.zygote
     zygote.settle()
     pool.nbgrader._connect(START_SECONDS).close()  # a connection it answers by forking nothing
     end = time.monotonic() + START_SECONDS
@@ -151,8 +151,8 @@ def _wait(
     """Why the workers stop, once they should."""
     last_used = time.monotonic()
     while not stop.wait(1.0):
-        if not pool._zygotes[-1].alive():
-            return f"the zygote ended: {pool._zygotes[-1].output()[-300:]}"
+        if not pool.zygote.alive():
+            return f"the zygote ended: {pool.zygote.output()[-300:]}"
         if pool.nbgrader.process is None or pool.nbgrader.process.poll() is not None:
             return "the nbgrader fork server ended"
         if judge.poll() is not None:
@@ -227,7 +227,7 @@ class KeptWorkers:
         finally:
             self.slots.release()
 
-    def _ready_zygote(self):  # -> KeptZygote | grader.warm.Zygote
+    def _ready_zygote(self) -> KeptZygote | Zygote:
         with self._lock:
             if self._closed:
                 raise CourseError(STOPPED)
@@ -352,9 +352,9 @@ def stop(root: Path, timeout: float = 600) -> str:
         return "no warm workers are kept for this course"
     pid = int(state["pid"])
     os.kill(pid, signal.SIGTERM)
-    end, said = time.monotonic() + timeout, False
-    while _running(pid) and time.monotonic() < end:
-        if not said and time.monotonic() > end - timeout + 2:
+    start, said = time.monotonic(), False
+    while _running(pid) and time.monotonic() < start + timeout:
+        if not said and time.monotonic() > start + 2:  # a run holds them: they stop after it
             print("waiting for the grading run that uses them to end", file=sys.stderr)
             said = True
         time.sleep(0.1)

@@ -19,6 +19,7 @@ A flagged notebook is marked ``flagged`` in the gradebook and earns no points (s
 from __future__ import annotations
 
 import ast
+import functools
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -229,14 +230,15 @@ def scan_notebook(
     source_nb: NotebookNode,
     assignment: str = "",
     assignments: Iterable[str] = (),
+    names: tuple[set[str], set[str]] | None = None,
 ) -> list[str]:
     """Every reason to flag a graded notebook: the code that ran, and the marker in its outputs.
 
     ``assignment`` is the notebook's own assignment and ``assignments`` all of the course's:
-    importing the module of another one is flagged.
+    importing the module of another one is flagged. ``names``: the source notebook's
+    :func:`protected_names` and :func:`hidden_names`, if already known.
     """
-    protected = protected_names(source_nb)
-    hidden = hidden_names(source_nb)
+    protected, hidden = names or (protected_names(source_nb), hidden_names(source_nb))
     foreign = sorted(set(assignments) - {assignment})
     reasons = []
     for cell in student_cells(graded, source_nb):
@@ -261,6 +263,16 @@ def scan_graded(root: Path, assignment: str, student: str, notebook: str) -> lis
     if not graded_path.is_file():
         return []
     graded = read_notebook(graded_path)
-    source = read_notebook(root / "source" / assignment / f"{notebook}.ipynb")
+    path = root / "source" / assignment / f"{notebook}.ipynb"
+    info = path.stat()
     with _PARSING:
-        return scan_notebook(graded, source, assignment, assignments(root))
+        source, *names = _source(str(path), info.st_mtime_ns, info.st_size)
+        return scan_notebook(graded, source, assignment, assignments(root), tuple(names))
+
+
+@functools.lru_cache(maxsize=32)
+def _source(path: str, mtime_ns: int, size: int) -> tuple[NotebookNode, set[str], set[str]]:
+    """The source notebook at ``path`` and the names it binds, read and parsed once per version
+    of the file, not once per submission (the grading threads only read them)."""
+    source = read_notebook(Path(path))
+    return source, protected_names(source), hidden_names(source)

@@ -16,8 +16,9 @@ notebook is verified a second time, where no student code runs:
    and their results are saved as tensors and plain values (if the kernel died, in a fresh
    kernel that re-runs the notebook's code cells up to the one that killed it);
 2. the judge (``python -m judge``, a separate process outside the sandbox, started once per
-   grading run) loads that file with ``torch.load(weights_only=True)``, draws the same inputs
-   and gives every test cell its verdict (:mod:`judge`);
+   grading run, or forked for the run by the judge server of kept warm workers) loads that
+   file with ``torch.load(weights_only=True)``, draws the same inputs and gives every test
+   cell its verdict (:mod:`judge`);
 3. :func:`disagreements` compares those verdicts with the points the notebook's own cells gave.
    The judge's verdict stands: a cell that earned points in the kernel but fails in the judge
    earns nothing, and so does every cell when the observations are missing or unreadable

@@ -41,6 +41,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader import cgroups
 from grader.forkserver import ForkServer
 from grader.nbgrader_run import worker_env
 from grader.paths import CourseError
@@ -244,6 +245,8 @@ class KeptWorkers:
             self._closed = True
         if self._own is not None:
             self._own.close()
+        else:
+            cgroups.remove_ended()  # any left by kernels of long ago (each removes its own)
         os.close(self.lease)  # its lock with it
 
 

@@ -18,19 +18,18 @@ import argparse
 import csv
 import glob
 import os
-import shutil
 import tempfile
 import threading
 import time
 from pathlib import Path
 
 import nbformat
+from warm_speed import course_copy  # benchmarks/: this script's folder
 
 from grader import demo, pipeline
 from grader.paths import use_this_python
 from grader.submission import solution_cells
 
-REPO = Path(__file__).resolve().parents[1]
 ASSIGNMENT, NOTEBOOK = "a_masks", "masks_and_positions"
 MASK = "generate_square_subsequent_mask"
 PAYLOADS = {
@@ -60,10 +59,7 @@ class PidsPeak(threading.Thread):
 
 def hostile_class(root: Path, payload: str) -> list[str]:
     """A's demo class in ``root`` with "hostile" and "honest" added; the students to grade."""
-    for name in ("nbgrader_config.py", "reference_runs.json"):
-        shutil.copy(REPO / name, root)
-    for name in ("source", "demo"):
-        shutil.copytree(REPO / name, root / name)
+    course_copy(root)
     pipeline.release(root, ASSIGNMENT)
     demo.build_class(root, ASSIGNMENT)
     reference = root / "submitted" / "reference" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
@@ -79,7 +75,7 @@ def hostile_class(root: Path, payload: str) -> list[str]:
 
 def one_run(payload: str, warm: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="course-hostile-") as folder:
-        root = Path(folder)
+        root = Path(folder) / "course"
         students = hostile_class(root, payload)
         peak = PidsPeak()
         peak.start()

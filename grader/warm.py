@@ -197,7 +197,7 @@ class WarmPool:
     def ready(self) -> None:
         """Wait until the zygote answers (CourseError, and the pool closed, if it cannot)."""
         try:
-            self._zygotes[-1].ready(stopped=lambda: self._closed)
+            self.zygote.ready(stopped=lambda: self._closed)
         except BaseException:
             self.close()
             raise
@@ -220,7 +220,7 @@ class WarmPool:
 
     def _ready_zygote(self) -> Zygote:
         with self._lock:
-            zygote = self._zygotes[-1]  # started by __init__, or the last one restarted
+            zygote = self.zygote  # started by __init__, or the last one restarted
             if not zygote.alive() and not self._closed:  # say why, then start another
                 code, error = zygote.process.returncode, zygote.output()
                 print(f"warm worker ended ({code}), restarted: {error[-500:]}", file=sys.stderr)

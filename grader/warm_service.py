@@ -41,6 +41,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from grader import cgroups
 from grader.forkserver import ForkServer
 from grader.nbgrader_run import worker_env
@@ -290,19 +292,18 @@ def read_state(place: Path) -> dict | None:
 def _running(pid: int) -> bool:
     """Whether process ``pid`` runs (exists and is no zombie)."""
     try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rpartition(")")[2].split()[0] != "Z"
-    except (OSError, IndexError):
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
         return False
 
 
 def _is_service(pid: int) -> bool:
     """Whether ``pid`` is a kept workers' process (not another that reused its id)."""
     try:
-        command = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
+        command = psutil.Process(pid).cmdline()
+    except psutil.Error:
         return False
-    return b"grader.warm_service" in command and _running(pid)
+    return "grader.warm_service" in command and _running(pid)
 
 
 # --- course workers start | stop | status ---------------------------------------------------

@@ -163,8 +163,12 @@ def test_a_function_interrupted_at_its_limit_is_not_called_again() -> None:
     """course.verify.stop_runaways, run by the grader after a cell was interrupted, replaces
     the notebook's function (or method) that was running by one that raises at once."""
     import _thread
+    import signal
     import threading
 
+    # interrupt_main does nothing where SIGINT is ignored: the pytest-xdist worker that ran the
+    # browser tests ignores it, and the loop below then never ended
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     module = sys.modules["__main__"]
     namespace = vars(module)  # a notebook's namespace: the functions' globals are __main__'s
     exec(
@@ -185,5 +189,6 @@ def test_a_function_interrupted_at_its_limit_is_not_called_again() -> None:
             with pytest.raises(TimeoutError, match="ran past the time limit in an earlier cell"):
                 call()
     finally:
+        signal.signal(signal.SIGINT, previous)
         namespace.pop("count", None)
         namespace.pop("Model", None)

@@ -37,6 +37,7 @@ RUNNING: set[int] = set()  # pids of the nbgrader processes grading now
 STOPPED = threading.Event()
 _LAUNCHING = threading.Lock()
 DEADLINE_MARGIN = 10  # seconds of the submission's time limit kept for nbgrader to finish
+KILLED_WAIT = 30  # seconds a killed nbgrader process's output is read for, at most
 
 # The kernel of every graded notebook runs in bubblewrap (grader/kernels.py) unless the
 # instructor asks for --unsafe-no-sandbox.
@@ -117,7 +118,7 @@ def run(job: GradingJob, student: str, scratch: Path, seed: int, zygote: Path | 
         log, _ = process.communicate(timeout=job.times.submission_seconds)
     except subprocess.TimeoutExpired:
         kill_tree(process.pid)
-        process.communicate()
+        _end_killed(process)
         message = (
             f"stopped after {job.times.submission_seconds} s, the time limit per submission "
             f"({job.times.basis}; a cell that never ends?)"
@@ -144,6 +145,19 @@ def launch(job: GradingJob, line: list[str], scratch: Path, zygote: Path | None)
     limits = [job.limits.memory_mb, job.limits.file_size_mb, job.limits.processes]
     arguments = line[line.index("grader.nbgrader_main") + 1 :]
     return job.warm.nbgrader.spawn(arguments, scratch, job.env, limits)
+
+
+def _end_killed(process: Any) -> None:
+    """Read a killed nbgrader process's output to its end, within :data:`KILLED_WAIT` seconds.
+
+    A process that is not its descendant can hold that output open: a warm kernel, forked by
+    the zygote, lives until the zygote sees the nbgrader connection close (a stopped or traced
+    kernel, or a busy zygote, longer). The run must not wait for it without end: past the wait
+    the output is dropped (the zygote still ends the kernel)."""
+    try:
+        process.communicate(timeout=KILLED_WAIT)
+    except subprocess.TimeoutExpired:
+        process.close()
 
 
 def notes_file(scratch: Path) -> Path:

@@ -56,3 +56,9 @@ class BoundedPopen(subprocess.Popen):
             self.stdout.close()
         self.wait()
         return log, None
+
+    def close(self) -> None:
+        """Drop the output pipe (the process was killed, and another one may hold it open)."""
+        if self.stdout is not None:
+            self.stdout.close()
+        self.wait()

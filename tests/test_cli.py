@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+import psutil
 import pytest
 from nbformat import NotebookNode
 from nbgrader import utils
@@ -264,6 +265,38 @@ def test_nbgrader_starts_through_the_wrapper(
     assert command[marker + 1 : marker + 5] == nbgrader
     assert f"--Notes.path={folder / 'notes.json'}" in command  # out of the kernel's reach
     assert not outcome.ok and "boom" in outcome.message
+
+
+def test_a_killed_run_is_not_waited_for_while_another_process_holds_its_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past its time the nbgrader process is killed; a process outside its tree that still
+    holds its output (a warm kernel, forked by the zygote) must not keep the run waiting."""
+    root = tmp_path / "course"
+    (root / "submitted/ann/a_masks").mkdir(parents=True)
+    (root / "nbgrader_config.py").write_text((REPO / "nbgrader_config.py").read_text())
+    (root / "gradebook.db").write_bytes(b"")
+    marker = "61.25"  # the orphan's sleep: found and killed at the end
+    bounded = nbgrader_run.process_output.BoundedPopen
+
+    def popen(command: list[str], **kwargs: object) -> subprocess.Popen:
+        # the subshell exits at once: its sleep, re-parented, is no descendant of sh
+        line = ["sh", "-c", f"(sleep {marker} &); sleep 60"]
+        return bounded(line, **kwargs)
+
+    monkeypatch.setattr(nbgrader_run.process_output, "BoundedPopen", popen)
+    monkeypatch.setattr(nbgrader_run, "KILLED_WAIT", 2)
+    times = TimeLimits(0, 1, "the configured limits")
+    job = GradingJob(root, "a_masks", root / "gradebook.db", Limits(), times, {})
+    try:
+        with scratch_course(root, "a_masks", "ann", job.gradebook) as folder:
+            outcome = nbgrader_run.run(job, "ann", folder, seed=0)
+        assert not outcome.ok and "stopped after 1 s" in outcome.message
+        assert outcome.seconds < 10, f"the run waited {outcome.seconds:.0f} s for the orphan"
+    finally:
+        for process in psutil.process_iter(["cmdline"]):
+            if process.info["cmdline"] == ["sleep", marker]:
+                process.kill()
 
 
 # ----------------------------------------------------------------------------- duplicate cells

@@ -20,6 +20,7 @@ import time
 import uuid
 from queue import Empty
 
+import zmq
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.utils import ensure_async
@@ -28,6 +29,8 @@ from traitlets import DottedObjectName, Integer, List, Unicode, default
 from grader import cgroups, rlimits
 from grader.limits import Limits
 from grader.sandbox import sandbox_command
+
+RECONNECT_MS = 10  # how often a client's channel tries a kernel socket not yet there
 
 
 class PromptKernelClient(AsyncKernelClient):
@@ -71,6 +74,15 @@ class PromptKernelClient(AsyncKernelClient):
         return None
 
     wait_for_ready = _async_wait_for_ready  # AsyncKernelClient binds the name to its own
+
+    def start_channels(self, *args: object, **kwargs: object) -> None:
+        """Channels that try again every 10 ms to reach sockets the kernel has not bound yet.
+
+        The client connects while the kernel is still starting. ZeroMQ tries a missing socket
+        again every 100 ms by default, and the wait for that retry was 0.1 to 0.15 s of every
+        warm kernel's start (0.2 s from fork to first answer, 0.05 s with 10 ms)."""
+        self.context.setsockopt(zmq.RECONNECT_IVL, RECONNECT_MS)
+        super().start_channels(*args, **kwargs)
 
 
 class IsolatedKernelManager(AsyncKernelManager):

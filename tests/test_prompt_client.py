@@ -5,11 +5,14 @@ client's wait runs out). No kernel is started."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from queue import Empty
 
 import pytest
+import zmq
+from jupyter_client.connect import write_connection_file
 
-from grader.kernels import PromptKernelClient
+from grader.kernels import RECONNECT_MS, PromptKernelClient
 from tests.conftest import run_coroutine
 
 TIMEOUT = object()  # a scripted wait that runs out
@@ -87,3 +90,19 @@ def test_a_dead_kernel_is_said() -> None:
     client = Scripted(shell=[TIMEOUT], iopub=[], alive=False)
     with pytest.raises(RuntimeError, match="died before replying"):
         run_coroutine(client.wait_for_ready(timeout=10))
+
+
+def test_channels_try_a_kernel_socket_not_yet_bound_every_10_ms(tmp_path: Path) -> None:
+    """The client connects while the kernel starts: a missing socket is tried again every
+    10 ms, not ZeroMQ's 100 ms, so that a kernel is answered as soon as it has bound."""
+    info = write_connection_file(str(tmp_path / "kernel.json"), transport="ipc")[1]
+    info["ip"] = str(tmp_path / "no-kernel-yet")  # nothing is bound there
+    client = PromptKernelClient()
+    client.load_connection_info(info)
+    client.start_channels()
+    try:
+        for channel in (client.shell_channel, client.iopub_channel, client.stdin_channel):
+            assert channel.socket.getsockopt(zmq.RECONNECT_IVL) == RECONNECT_MS == 10
+    finally:
+        client.stop_channels()
+        client.context.term()

@@ -99,10 +99,9 @@ def test_channels_try_a_kernel_socket_not_yet_bound_every_10_ms(tmp_path: Path) 
     info["ip"] = str(tmp_path / "no-kernel-yet")  # nothing is bound there
     client = PromptKernelClient()
     client.load_connection_info(info)
-    client.start_channels()
+    client.start_channels(hb=False)  # the heartbeat's thread is not what is checked
     try:
         for channel in (client.shell_channel, client.iopub_channel, client.stdin_channel):
             assert channel.socket.getsockopt(zmq.RECONNECT_IVL) == RECONNECT_MS == 10
     finally:
         client.stop_channels()
-        client.context.term()

@@ -46,8 +46,10 @@ PRELOAD = ["numpy", "numpy.random", "torch", "matplotlib", "matplotlib.pyplot", 
 PRELOAD += ["ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.debugger", "ipywidgets"]
 PRELOAD += ["PIL.PngImagePlugin", "IPython.core.pylabtools", "IPython.core.magics.execution"]
 PRELOAD += ["course", "course.*"]  # course.*: every module of the course package
-LATER = ["torch._dynamo"]  # by an optimizer's first step: 0.8 s, with sympy and torch.fx
-LATER += ["tracebacks"]  # not a module: _format_a_traceback
+# torch._dynamo (an optimizer's first step; sympy alone: attention's) in steps of at most 0.3 s,
+# the longest a request waits for the idle zygote (a kernel's end waited up to 0.8 s for it)
+LATER = ["sympy", "torch.fx.experimental.symbolic_shapes", "torch.distributed.fsdp._fully_shard"]
+LATER += ["torch._dynamo", "tracebacks"]  # tracebacks: not a module (_format_a_traceback)
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWUSER = 0x20000000, 0x40000000, 0x10000000
@@ -348,7 +350,7 @@ def _serve(listener: socket.socket, root: str, wakeup: int) -> None:
     clients: set[socket.socket] = set()
     later = list(LATER)
     while True:
-        idle = 0.0 if later else 1.0  # import the next of LATER when nothing waits
+        idle = 0.05 if later else 1.0  # the next of LATER once nothing came for 50 ms
         ready, _, _ = select.select([listener, wakeup, *clients], [], [], idle)
         if not ready and later:
             _import(later.pop(0))

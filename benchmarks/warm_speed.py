@@ -203,6 +203,9 @@ def main() -> None:
                 print(line(f"course autograde --jobs {jobs}, kept", seconds, n, jobs, judge))
                 if found != cold_outcome:
                     print(f"  DIFFERENT from cold: {differences(found, cold_outcome)}")
+            if kept:
+                mean = sum(seconds for seconds, _, _ in kept) * jobs / n / len(kept)
+                print(f"  kept, --jobs {jobs}: {mean:.2f} s/submission/worker on average")
         print(f"load average at the end {os.getloadavg()[0]:.2f}")
         if warm_one is not None:
             print(

@@ -266,8 +266,9 @@ def scan_graded(root: Path, assignment: str, student: str, notebook: str) -> lis
     path = root / "source" / assignment / f"{notebook}.ipynb"
     info = path.stat()
     with _PARSING:
-        source, *names = _source(str(path), info.st_mtime_ns, info.st_size)
-        return scan_notebook(graded, source, assignment, assignments(root), tuple(names))
+        source, protected, hidden = _source(str(path), info.st_mtime_ns, info.st_size)
+        names = (protected, hidden)
+        return scan_notebook(graded, source, assignment, assignments(root), names)
 
 
 @functools.lru_cache(maxsize=32)

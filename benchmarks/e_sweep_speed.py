@@ -1,6 +1,7 @@
 """E's label-count experiment: one run at a time against the runs of a setup trained together.
 
     python benchmarks/e_sweep_speed.py [--device cuda] [--runs 15] [--steps 50] [--profile]
+    python benchmarks/e_sweep_speed.py --graphs --alone 1 --steps 150   # on a GPU: CUDA graphs
 
 E's notebook trains, per setup, 15 classifiers (3 seeds x 5 label counts) for 200 steps of 8
 reviews each. This script times one such setup, the classifier fine-tuned whole (E's
@@ -9,11 +10,20 @@ of the real lengths' range: ``finetune.train_classifier`` run after run, and
 ``together.train_together`` for all of them at once. It prints milliseconds per optimizer step
 (per run, and per batched step) and the speed-up; with ``--profile`` the operations that took
 the most time in the batched steps.
+
+With ``--graphs`` it also times the runs together with a classifier whose step stays on the
+device (``GraphSafeClassifier``: the same arithmetic, the causal mask made on the device and
+named causal), once as it is and once captured in a CUDA graph (``train_together(...,
+cuda_graph=True)``; on a CPU the fixed-shape steps run as they are). That measures what E would
+gain if its given model made its mask on the device, before the notebook is changed for it. Each
+line gives the runs' mean training loss, so that they are seen to train alike (with batches of
+one width, dropout draws other numbers).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
@@ -43,6 +53,24 @@ class LastTokenClassifier(nn.Module):
         return self.lm.decoder(hidden[torch.arange(src.size(0)), lengths - 1])  # (B, 2)
 
 
+class GraphSafeClassifier(LastTokenClassifier):
+    """LastTokenClassifier's arithmetic with its step kept on the device, as a CUDA graph needs:
+    the causal mask made once where the model is (a buffer) and named causal (``is_causal=True``:
+    ``nn.TransformerEncoder`` then does not compare it with one of its own, which reads a number
+    back), the last real token read with indices made on the device."""
+
+    def __init__(self, lm: nn.Module, width: int = 64) -> None:
+        super().__init__(lm)
+        self.register_buffer("mask", GIVEN.causal_mask(width), persistent=False)  # (W, W)
+
+    def forward(self, src: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        lm, length = self.lm, src.size(1)
+        x = lm.pos_encoder(lm.embedding(src) * math.sqrt(lm.d_model))  # (B, L, D)
+        hidden = lm.transformer_encoder(x, mask=self.mask[:length, :length], is_causal=True)
+        rows = torch.arange(src.size(0), device=src.device)
+        return lm.decoder(hidden[rows, lengths - 1])  # (B, 2)
+
+
 def reviews(n: int, vocab: int, seed: int) -> finetune.Labelled:
     """``n`` random right-padded reviews of 5 to 64 tokens (E's cut), random labels."""
     generator = torch.Generator().manual_seed(seed)
@@ -64,14 +92,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=50, help="optimizer steps per run (E: 200)")
     parser.add_argument("--alone", type=int, default=3, help="runs timed one at a time")
     parser.add_argument("--profile", action="store_true", help="the batched steps' top operations")
+    parser.add_argument("--graphs", action="store_true", help="also a graph-safe model, graphed")
     args = parser.parse_args()
     device = torch.device(args.device)
     config = torch.load(SHIPPED, map_location="cpu", weights_only=False)["config"]
     trains = [reviews(400, config["ntokens"], seed) for seed in range(args.runs)]
 
-    def models(count: int) -> list[nn.Module]:
+    def models(count: int, kind: type[nn.Module] = LastTokenClassifier) -> list[nn.Module]:
         torch.manual_seed(0)
-        return [LastTokenClassifier(GIVEN.TransformerLM(**config)).to(device) for _ in range(count)]
+        return [kind(GIVEN.TransformerLM(**config)).to(device) for _ in range(count)]
 
     train_args = {"steps": args.steps, "batch_size": 8, "lr": 5e-4}
     together.train_together(models(2), trains[:2], [0, 1], **{**train_args, "steps": 3})  # warm-ups
@@ -83,17 +112,22 @@ def main() -> None:
         finetune.train_classifier(model, trains[seed], None, seed=seed, **train_args)
     synchronize(device)
     alone = (time.perf_counter() - start) / (args.alone * args.steps)
-    batch = models(args.runs)
-    synchronize(device)
-    start = time.perf_counter()
-    together.train_together(batch, trains, list(range(args.runs)), **train_args)
-    synchronize(device)
-    batched = (time.perf_counter() - start) / args.steps
+    batched, loss = timed_together(models(args.runs), trains, train_args)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
     print(f"{name}, torch {torch.__version__}, {args.runs} runs of {args.steps} steps of 8")
     print(f"one run at a time: {1000 * alone:.1f} ms a step ({args.alone} runs timed)")
-    print(f"{args.runs} runs together: {1000 * batched:.1f} ms a batched step")
+    print(f"{args.runs} runs together: {1000 * batched:.1f} ms a batched step (loss {loss:.3f})")
     print(f"speed-up for {args.runs} runs: {args.runs * alone / batched:.1f} x")
+    if args.graphs:
+        for graph in (False, True):
+            safe = models(args.runs, GraphSafeClassifier)
+            seconds, loss = timed_together(safe, trains, {**train_args, "cuda_graph": graph})
+            how = "in a CUDA graph" if graph and device.type == "cuda" else "as it is"
+            how += ", batches of one width" if graph else ""
+            print(
+                f"{args.runs} runs together, graph-safe model {how}: {1000 * seconds:.1f} ms a "
+                f"batched step (loss {loss:.3f})"
+            )
     if args.profile:
         from torch.profiler import profile
 
@@ -101,6 +135,18 @@ def main() -> None:
             together.train_together(models(args.runs), trains, list(range(args.runs)), **train_args)
             synchronize(device)
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
+
+
+def timed_together(batch: list[nn.Module], trains: list, train_args: dict) -> tuple[float, float]:
+    """Seconds a batched step of ``train_together`` on ``batch`` (capture included), and the
+    runs' mean training loss."""
+    device = next(batch[0].parameters()).device
+    synchronize(device)
+    start = time.perf_counter()
+    histories = together.train_together(batch, trains, list(range(len(batch))), **train_args)
+    synchronize(device)
+    seconds = (time.perf_counter() - start) / train_args["steps"]
+    return seconds, sum(h.train_loss[-1] for h in histories) / len(histories)
 
 
 if __name__ == "__main__":

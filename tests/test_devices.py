@@ -148,13 +148,17 @@ def lm_rows(vocab: int = 30, n: int = 12, length: int = 6) -> tuple[torch.Tensor
     return stream[:-1].view(n, length), stream[1:].view(n, length)
 
 
-@pytest.fixture(scope="module")
-def e_given() -> dict:
+def e_definitions() -> dict:
     """E's read-only ``given_lm`` cell and the reference SentimentClassifier, FrozenReader."""
     names = {"causal_mask", "PositionalEncoding", "TransformerLM", "last_token_states"}
     ns = definitions("pretraining_and_finetuning", names)
     ns["PUNCTUATION"] = torch.tensor([1, 2, 3])
     return definitions("pretraining_and_finetuning", {"SentimentClassifier", "FrozenReader"}, ns)
+
+
+@pytest.fixture(scope="module")
+def e_given() -> dict:
+    return e_definitions()
 
 
 def test_train_lm_evaluate_and_generate_follow_the_model(e_given: dict) -> None:
@@ -231,10 +235,15 @@ def float64():
     torch.set_default_dtype(torch.float32)
 
 
+@pytest.mark.parametrize("fixed_shape", [False, True], ids=["cut", "fixed-shape"])
 @pytest.mark.parametrize("kind", ["classifier", "mean", "end", "fit"])
-def test_runs_trained_together_end_as_if_trained_one_after_another(e_given, kind, float64):
+def test_runs_trained_together_end_as_if_trained_one_after_another(
+    e_given, kind, fixed_shape, float64
+):
     """Without dropout, the batched training is the same arithmetic: the same weights, running
-    statistics and validation accuracies, each run with its own data, seed and clipping."""
+    statistics and validation accuracies, each run with its own data, seed and clipping. So it is
+    with every batch padded to the splits' full width, as for a CUDA graph (``cuda_graph``: on
+    the CPU, the fixed-shape steps run as they are)."""
     seeds, val = [0, 1, 2], e_split(10, 9)
     uneven = [e_split(12, 1), e_split(20, 2), e_split(7, 3)]  # a step budget takes any sizes
     even = [e_split(12, 4), e_split(12, 5), e_split(12, 6)]  # epochs need one size
@@ -243,7 +252,12 @@ def test_runs_trained_together_end_as_if_trained_one_after_another(e_given, kind
         together = [e_models(e_given, kind, seed) for seed in seeds]
         args = {**budget, "batch_size": 5, "lr": 1e-2}
         expected = e_finetune.train_classifiers(alone, trains, val, seeds, **args)
-        got = e_finetune.train_classifiers(together, trains, val, seeds, together=True, **args)
+        if fixed_shape:
+            got = e_together.train_together(
+                together, trains, seeds, val=val, cuda_graph=True, **args
+            )
+        else:
+            got = e_finetune.train_classifiers(together, trains, val, seeds, together=True, **args)
         for one, other in zip(alone, together, strict=True):
             theirs = other.state_dict()
             for name, a in one.state_dict().items():

@@ -36,6 +36,7 @@ def train_together(
     batch_size: int = 32,
     weight_decay: float = 0.01,
     bf16: bool = False,
+    cuda_graph: bool = False,
 ) -> list[ClassifierHistory]:
     """Train R models of one architecture at once, model r on ``trains[r]`` with ``seeds[r]``.
 
@@ -46,14 +47,21 @@ def train_together(
     random numbers. On a GPU this is many times faster for small models; on a CPU it is slower.
     Without ``steps``, the training splits must be of one size (their epochs then have the same
     batches). The trained weights are copied back into ``models``, left in eval mode.
-    """
-    if not len(models) == len(trains) == len(seeds) or not models:
-        raise ValueError("train_together needs as many training splits and seeds as models")
-    if steps is None and len({len(train) for train in trains}) > 1:
-        raise ValueError("epochs of training splits of different sizes cannot be taken together")
+
+    With ``cuda_graph``, every batch is padded to the splits' full width, so that the steps have
+    one shape, and on a CUDA device the whole step (forward, backward, clipping, AdamW) is
+    captured once in a CUDA graph, then replayed: no Python and no kernel launch per operation.
+    The model's step must then stay on the device (no tensor copied from the host, no number
+    read back: its causal mask made on the device and passed with ``is_causal=True``), else the
+    capture fails, says so, and the steps run as they are (as on a CPU). Not under ``bf16``.
+    ``benchmarks/e_sweep_speed.py --graphs`` measures it."""
+    _refuse(models, trains, seeds, steps, bf16 and cuda_graph)
     device = device_of(models[0])
+    graphed = cuda_graph and device.type == "cuda"
     batched_loss, params, buffers, trained = _stacked(models)
-    optimizer = torch.optim.AdamW(trained, lr=lr, weight_decay=weight_decay)
+    optimizer = torch.optim.AdamW(trained, lr=lr, weight_decay=weight_decay, capturable=graphed)
+    step = _Step(batched_loss, params, buffers, trained, optimizer, bf16, graphed)
+    width = max(train.ids.size(1) for train in trains) if cuda_graph else None
     generators = [torch.Generator().manual_seed(seed) for seed in seeds]
     histories = [
         ClassifierHistory(trainable=sum(p.numel() for p in m.parameters() if p.requires_grad))
@@ -67,21 +75,88 @@ def train_together(
             list(_batches(len(train), batch_size, steps, generator))
             for train, generator in zip(trains, generators, strict=True)
         ]
-        total = torch.zeros(len(models), device=device)
+        step.total.zero_()
         with _batchable_attention():
             for rows in zip(*orders, strict=True):  # one batch of each run
-                ids, lengths, labels = _stacked_batch(trains, rows, device)  # (R, b, l), (R, b)
-                with autocast(device, bf16):
-                    losses = batched_loss(params, buffers, ids, lengths, labels)  # (R,)
-                optimizer.zero_grad(set_to_none=True)
-                losses.sum().backward()
-                _clip_each(trained, 1.0)
-                optimizer.step()
-                total += losses.detach()
+                step(*_stacked_batch(trains, rows, device, width))  # (R, b, l), (R, b), (R, b)
+        losses = (step.total / len(orders[0])).tolist()
         seconds = time.perf_counter() - start
         _unstack_into(models, params, buffers)
-        _record(histories, epoch, (total / len(orders[0])).tolist(), models, val, seconds)
+        _record(histories, epoch, losses, models, val, seconds)
     return histories
+
+
+def _refuse(models, trains, seeds, steps: int | None, graph_under_bf16: bool) -> None:
+    """Raise ValueError for what :func:`train_together` cannot do, saying what."""
+    if not len(models) == len(trains) == len(seeds) or not models:
+        raise ValueError("train_together needs as many training splits and seeds as models")
+    if steps is None and len({len(train) for train in trains}) > 1:
+        raise ValueError("epochs of training splits of different sizes cannot be taken together")
+    if graph_under_bf16:
+        raise ValueError("train_together captures no CUDA graph under bf16 autocast")
+
+
+class _Step:
+    """One optimizer step of the batched model, its losses added to ``total`` (R,).
+
+    With ``graphed`` (a CUDA device), the steps of the first shape that comes ``WARM_UP`` times
+    are captured once in a CUDA graph after those steps, then replayed with each batch copied into
+    the captured inputs. A step of another shape (an epoch's shorter last batch) runs as it is."""
+
+    WARM_UP = 2  # steps run as they are before the capture (lazy initialisations, AdamW's state)
+
+    def __init__(self, loss, params, buffers, trained, optimizer, bf16, graphed) -> None:
+        self.loss, self.params, self.buffers, self.trained = loss, params, buffers, trained
+        self.optimizer, self.bf16, self.graphed = optimizer, bf16, graphed
+        self.device = trained[0].device
+        self.total = torch.zeros(trained[0].size(0), device=self.device)  # (R,)
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.inputs: tuple[torch.Tensor, ...] = ()
+        self.warm = 0
+
+    def __call__(self, *batch: torch.Tensor) -> None:
+        """Train on ``batch``: ids (R, b, l), lengths (R, b), labels (R, b)."""
+        if self.graph is not None and batch[0].shape == self.inputs[0].shape:
+            for captured, new in zip(self.inputs, batch, strict=True):
+                captured.copy_(new)
+            self.graph.replay()
+        elif not self.graphed or self.graph is not None or self.warm < 0:
+            self._run(*batch)
+        elif self.warm < self.WARM_UP:  # on a side stream, as CUDA graphs ask of a warm-up
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                self._run(*batch)
+            torch.cuda.current_stream().wait_stream(side)
+            self.warm += 1
+        else:
+            self._capture(batch)
+            self(*batch)
+
+    def _run(self, ids: torch.Tensor, lengths: torch.Tensor, labels: torch.Tensor) -> None:
+        with autocast(self.device, self.bf16):
+            losses = self.loss(self.params, self.buffers, ids, lengths, labels)  # (R,)
+        self.optimizer.zero_grad(set_to_none=True)
+        losses.sum().backward()
+        _clip_each(self.trained, 1.0)
+        self.optimizer.step()
+        self.total += losses.detach()
+
+    def _capture(self, batch: Sequence[torch.Tensor]) -> None:
+        """Record one step on inputs of ``batch``'s shape (recording runs nothing), or say why
+        it could not be recorded and leave the steps to run as they are."""
+        self.inputs = tuple(t.clone() for t in batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph):
+                self._run(*self.inputs)
+        except RuntimeError as error:
+            reason = str(error).strip().splitlines()[0][:160] if str(error).strip() else ""
+            print(f"no CUDA graph for these models ({reason}); their steps run as they are")
+            self.warm = -1
+            return
+        self.graph = graph
 
 
 def _stacked(models: Sequence[nn.Module]) -> tuple[Callable, dict, dict, list[torch.Tensor]]:
@@ -133,12 +208,17 @@ def _batchable_attention() -> Iterator[None]:
 
 
 def _stacked_batch(
-    trains: Sequence[Labelled], rows: Sequence[torch.Tensor], device: torch.device
+    trains: Sequence[Labelled],
+    rows: Sequence[torch.Tensor],
+    device: torch.device,
+    width: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Batch ``rows[r]`` of ``trains[r]`` for every r, as one: ids (R, b, l) cut to the longest
-    of all, lengths (R, b), labels (R, b), on ``device``. Each run's padding beyond its own
-    longest row is cut from its split's right padding, or is ``pad`` (0) past the split's width."""
-    width = max(int(train.lengths[r].max()) for train, r in zip(trains, rows, strict=True))
+    of all (or ``width`` long), lengths (R, b), labels (R, b), on ``device``. Each run's padding
+    beyond its own longest row is cut from its split's right padding, or is ``pad`` (0) past the
+    split's width."""
+    if width is None:
+        width = max(int(train.lengths[r].max()) for train, r in zip(trains, rows, strict=True))
     ids = torch.zeros(len(trains), len(rows[0]), width, dtype=torch.long)
     for k, (train, r) in enumerate(zip(trains, rows, strict=True)):
         part = train.ids[r, :width]

@@ -1,0 +1,153 @@
+"""E's batched step in a CUDA graph (``together._Step``), checked on the CPU with stand-ins.
+
+There is no GPU here, so ``torch.cuda``'s streams and graphs are replaced by stand-ins that keep
+the rules of the real ones that the step relies on: recording a graph runs nothing (the stand-in
+runs the step, then puts the weights, the optimizer's state and the losses back), a replay runs
+the recorded step on the recorded inputs as they are at that moment, and a capture that meets a
+copy from the host or a number read back fails. The real capture runs only on a GPU
+(``python benchmarks/e_sweep_speed.py --graphs``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+
+import pytest
+import torch
+
+from course.e_pretraining import together
+from tests.test_devices import e_definitions, e_models, e_split
+
+
+@pytest.fixture(scope="module")
+def e_given() -> dict:
+    return e_definitions()
+
+
+class Recorded:
+    """A stand-in for ``torch.cuda.CUDAGraph``: replays the step recorded into it."""
+
+    def __init__(self) -> None:
+        self.step: together._Step | None = None
+        self.replays = 0
+
+    def replay(self) -> None:
+        self.replays += 1
+        self.step._run(*self.step.inputs)
+
+
+class Cuda:
+    """Stand-ins for the parts of ``torch.cuda`` that ``_Step`` calls; ``refuse`` makes every
+    capture fail as a capture of a step that copies from the host fails."""
+
+    def __init__(self, refuse: bool = False) -> None:
+        self.refuse, self.graphs, self.side_steps = refuse, [], 0
+        self.capturing: together._Step | None = None
+
+    def CUDAGraph(self) -> Recorded:  # noqa: N802 (torch's name)
+        self.graphs.append(Recorded())
+        return self.graphs[-1]
+
+    @contextlib.contextmanager
+    def graph(self, recorded: Recorded):
+        if self.refuse:
+            raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+        step = self.capturing
+        weights = {name: t.detach().clone() for name, t in step.params.items()}
+        state, total = copy.deepcopy(step.optimizer.state_dict()), step.total.clone()
+        yield  # the step runs here; a real recording would only note its kernels
+        with torch.no_grad():
+            for name, t in step.params.items():
+                t.copy_(weights[name])
+        step.optimizer.load_state_dict(state)
+        step.total.copy_(total)
+        recorded.step = step
+
+    def Stream(self) -> Cuda:  # noqa: N802 (torch's name); the stand-in is its own stream
+        return self
+
+    @contextlib.contextmanager
+    def stream(self, stream: Cuda):
+        self.side_steps += 1
+        yield
+
+    def current_stream(self) -> Cuda:
+        return self
+
+    def wait_stream(self, stream: Cuda) -> None:
+        pass
+
+
+def steps(e_given: dict, graphed: bool, cuda: Cuda | None, shapes: list[int]):
+    """Three of E's classifiers (no dropout) stepped on batches of ``shapes[k]`` rows each;
+    returns the ``_Step`` after the steps."""
+    models = [e_models(e_given, "classifier", seed) for seed in range(3)]
+    loss, params, buffers, trained = together._stacked(models)
+    optimizer = torch.optim.AdamW(trained, lr=1e-2, weight_decay=0.01)
+    step = together._Step(loss, params, buffers, trained, optimizer, False, graphed)
+    if cuda is not None:
+        cuda.capturing = step
+    data = [e_split(40, seed) for seed in range(3)]
+    start = 0
+    with together._batchable_attention():
+        for rows in shapes:
+            batch = [torch.arange(start, start + rows)] * 3
+            step(*together._stacked_batch(data, batch, torch.device("cpu"), width=8))
+            start += rows
+    return step
+
+
+def fake_cuda(monkeypatch, cuda: Cuda) -> None:
+    for name in ("CUDAGraph", "graph", "Stream", "stream", "current_stream"):
+        monkeypatch.setattr(torch.cuda, name, getattr(cuda, name))
+
+
+def assert_same_weights(step: together._Step, expected: together._Step) -> None:
+    for name, weights in expected.params.items():
+        assert torch.allclose(step.params[name], weights, atol=1e-6), f"{name} differs"
+    assert torch.allclose(step.total, expected.total, atol=1e-5)
+
+
+def test_the_graph_is_recorded_once_after_the_warm_up_and_replayed(e_given, monkeypatch) -> None:
+    """Two steps warm up on a side stream, the third shape-alike step is recorded then replayed,
+    and so is every later one of that shape; a shorter batch runs as it is. The weights end as
+    if every step had run as it is."""
+    shapes = [4, 4, 4, 4, 4, 2, 4]
+    expected = steps(e_given, False, None, shapes)
+    cuda = Cuda()
+    fake_cuda(monkeypatch, cuda)
+    step = steps(e_given, True, cuda, shapes)
+    assert cuda.side_steps == together._Step.WARM_UP == 2
+    assert len(cuda.graphs) == 1 and cuda.graphs[0].replays == 4  # steps 3, 4, 5 and 7
+    assert step.inputs[0].shape == (3, 4, 8)
+    assert_same_weights(step, expected)
+
+
+def test_a_step_that_cannot_be_recorded_runs_as_it_is_and_says_so(
+    e_given, monkeypatch, capsys
+) -> None:
+    shapes = [4] * 6
+    expected = steps(e_given, False, None, shapes)
+    cuda = Cuda(refuse=True)
+    fake_cuda(monkeypatch, cuda)
+    step = steps(e_given, True, cuda, shapes)
+    out = capsys.readouterr().out
+    assert "no CUDA graph for these models (CUDA error: operation not permitted" in out
+    assert "their steps run as they are" in out
+    assert step.graph is None and len(cuda.graphs) == 1  # one try, not one a step
+    assert_same_weights(step, expected)
+
+
+def test_without_a_cuda_device_nothing_is_recorded(e_given, monkeypatch) -> None:
+    cuda = Cuda()
+    fake_cuda(monkeypatch, cuda)
+    step = steps(e_given, False, cuda, [4, 4, 4, 4])
+    assert cuda.graphs == [] and cuda.side_steps == 0 and step.graph is None
+
+
+def test_no_graph_is_asked_under_bf16_autocast(e_given) -> None:
+    models = [e_models(e_given, "classifier", seed) for seed in range(2)]
+    data = [e_split(12, seed) for seed in range(2)]
+    with pytest.raises(ValueError, match="no CUDA graph under bf16"):
+        together.train_together(models, data, [0, 1], steps=2, bf16=True, cuda_graph=True)

@@ -50,7 +50,8 @@ class Cuda:
         return self.graphs[-1]
 
     @contextlib.contextmanager
-    def graph(self, recorded: Recorded):
+    def graph(self, recorded: Recorded, stream: Cuda | None = None):
+        assert stream is self, "the capture runs on the warm-up's stream"
         if self.refuse:
             raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
         step = self.capturing

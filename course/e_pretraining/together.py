@@ -112,7 +112,7 @@ class _Step:
         self.total = torch.zeros(trained[0].size(0), device=self.device)  # (R,)
         self.graph: torch.cuda.CUDAGraph | None = None
         self.inputs: tuple[torch.Tensor, ...] = ()
-        self.warm = 0
+        self.warm, self.side = 0, None  # steps warmed up; the stream of warm-up and capture
 
     def __call__(self, *batch: torch.Tensor) -> None:
         """Train on ``batch``: ids (R, b, l), lengths (R, b), labels (R, b)."""
@@ -122,12 +122,12 @@ class _Step:
             self.graph.replay()
         elif not self.graphed or self.graph is not None or self.warm < 0:
             self._run(*batch)
-        elif self.warm < self.WARM_UP:  # on a side stream, as CUDA graphs ask of a warm-up
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
+        elif self.warm < self.WARM_UP:  # on the capture's side stream, as CUDA graphs ask
+            self.side = self.side or torch.cuda.Stream()
+            self.side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(self.side):
                 self._run(*batch)
-            torch.cuda.current_stream().wait_stream(side)
+            torch.cuda.current_stream().wait_stream(self.side)
             self.warm += 1
         else:
             self._capture(batch)
@@ -149,7 +149,7 @@ class _Step:
         self.optimizer.zero_grad(set_to_none=True)
         graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(graph):
+            with torch.cuda.graph(graph, stream=self.side):
                 self._run(*self.inputs)
         except RuntimeError as error:
             reason = str(error).strip().splitlines()[0][:160] if str(error).strip() else ""

@@ -3,7 +3,9 @@
 A step of E's classifiers is far too small to keep a GPU busy: run one after another, each costs
 the launching of its kernels. :func:`train_together` stacks the weights of R runs and trains them
 as one batched model (``torch.func.vmap``), which on a GPU is several times faster; on a CPU it is
-slower. ``finetune.train_classifiers(..., together=True)`` calls it.
+slower. ``finetune.train_classifiers(..., together=True)`` calls it. With ``cuda_graph=True``
+the batched step is also captured in a CUDA graph and replayed (for models that keep their step
+on the device; E's notebook does not ask for it yet, see docs/speed.md).
 
     histories = train_together(models, trains, seeds, val=val, epochs=6)  # a list of R histories
 """

@@ -15,9 +15,11 @@ import copy
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 from course.e_pretraining import together
-from tests.test_devices import e_definitions, e_models, e_split
+from tests.test_devices import META, e_definitions, e_models, e_split
 
 
 @pytest.fixture(scope="module")
@@ -152,3 +154,63 @@ def test_no_graph_is_asked_under_bf16_autocast(e_given) -> None:
     data = [e_split(12, seed) for seed in range(2)]
     with pytest.raises(ValueError, match="no CUDA graph under bf16"):
         together.train_together(models, data, [0, 1], steps=2, bf16=True, cuda_graph=True)
+
+
+# ------------------------------------------------------------------ what a capture refuses
+class HostTraffic(TorchDispatchMode):
+    """With the models on the ``meta`` device, records what a CUDA graph's capture refuses: a
+    tensor copied from the CPU to the model's device (a mask moved in ``forward``, CPU indices)
+    and a number read back from it (``bool(t)``, ``.item()``). Kernels that synchronise inside
+    (none is known in this step) are beyond what ``meta`` can show."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.ops.aten._local_scalar_dense.default and args[0].device == META:
+            self.found.append("a number read back from the device")
+            return True if args[0].dtype == torch.bool else 1
+        out = func(*args, **kwargs)
+        tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        copied_in = func is torch.ops.aten._to_copy.default and kwargs.get("device") == META
+        mixed = any(t.device == META for t in tensors)
+        if (copied_in or mixed) and any(t.device.type == "cpu" and t.dim() > 0 for t in tensors):
+            shapes = [tuple(t.shape) for t in tensors if t.device.type == "cpu"]
+            self.found.append(f"{func}: CPU tensors {shapes} copied to the device")
+        return out
+
+
+def host_traffic_of_a_step(models: list) -> list[str]:
+    """What one batched step of ``models`` (moved to ``meta``) does that a capture refuses."""
+    models = [model.to(META) for model in models]
+    loss, params, buffers, trained = together._stacked(models)
+    optimizer = torch.optim.AdamW(trained, lr=1e-2)
+    step = together._Step(loss, params, buffers, trained, optimizer, False, False)
+    data = [e_split(12, seed) for seed in range(len(models))]
+    batch = together._stacked_batch(data, [torch.arange(4)] * len(models), META, width=8)
+    watch = HostTraffic()
+    with together._batchable_attention(), watch:
+        step._run(*batch)
+    return watch.found
+
+
+def test_the_benchmarks_graph_safe_classifier_keeps_its_step_on_the_device() -> None:
+    """What ``e_sweep_speed.py --graphs`` captures: nothing copied in, nothing read back."""
+    from benchmarks.e_sweep_speed import GIVEN, GraphSafeClassifier
+
+    torch.manual_seed(0)
+    models = [GraphSafeClassifier(GIVEN.TransformerLM(30, 8, 2, 16, 2), width=8) for _ in "ab"]
+    assert host_traffic_of_a_step(models) == []
+
+
+def test_es_given_model_would_fail_a_capture_and_why(e_given) -> None:
+    """The check can fail. E's classifier as the notebook has it copies its CPU-made mask in,
+    has ``nn.TransformerEncoder`` read back whether it is causal, and indexes with a CPU
+    ``arange``: why the notebook does not ask for a CUDA graph."""
+    models = [e_models(e_given, "classifier", seed) for seed in range(2)]
+    found = host_traffic_of_a_step(models)
+    assert "a number read back from the device" in found
+    assert any("_to_copy" in line and "(8, 8)" in line for line in found), found  # the mask
+    assert any("index" in line and "(4,)" in line for line in found), found  # arange(4)

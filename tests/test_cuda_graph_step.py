@@ -205,12 +205,58 @@ def test_the_benchmarks_graph_safe_classifier_keeps_its_step_on_the_device() -> 
     assert host_traffic_of_a_step(models) == []
 
 
-def test_es_given_model_would_fail_a_capture_and_why(e_given) -> None:
-    """The check can fail. E's classifier as the notebook has it copies its CPU-made mask in,
-    has ``nn.TransformerEncoder`` read back whether it is causal, and indexes with a CPU
-    ``arange``: why the notebook does not ask for a CUDA graph."""
-    models = [e_models(e_given, "classifier", seed) for seed in range(2)]
+@pytest.mark.parametrize("kind", ["classifier", "mean", "end", "fit"])
+def test_es_classifiers_keep_their_step_on_the_device(e_given, kind) -> None:
+    """E's given model with the reference answers, and the readers built on it: the mask that
+    ``causal_mask`` labels is copied to the device once, outside the step, and named causal."""
+    e_given["PUNCTUATION"] = torch.tensor([1, 2, 3], device=META)  # as the notebook: on DEVICE
+    ONE = torch.ones(1, dtype=torch.long, device=META)  # noqa: N806 (a length)
+    try:
+        models = [e_models(e_given, kind, seed) for seed in range(2)]
+        for model in models:  # the copy of the mask made before the step, as in a warm-up
+            model.to(META).eval()(torch.zeros(1, 8, dtype=torch.long, device=META), ONE)
+        assert host_traffic_of_a_step(models) == []
+    finally:
+        e_given["PUNCTUATION"] = torch.tensor([1, 2, 3])
+
+
+def test_what_a_capture_refuses_is_found_and_named(e_given) -> None:
+    """The check can fail: a classifier that moves the mask itself (the copy loses its label, so
+    the encoder checks it: a read back) and reads its last tokens with CPU indices."""
+
+    class MovesItsMask(torch.nn.Module):
+        def __init__(self, lm: torch.nn.Module) -> None:
+            super().__init__()
+            self.lm = lm
+            self.lm.decoder = torch.nn.Linear(lm.d_model, 2)
+
+        def forward(self, src: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+            mask = e_given["causal_mask"](src.size(1)).to(src.device)  # (L, L)
+            hidden = self.lm.encode(src, mask)  # (B, L, D)
+            return self.lm.decoder(hidden[torch.arange(src.size(0)), lengths - 1])  # (B, 2)
+
+    torch.manual_seed(0)
+    models = [MovesItsMask(e_given["TransformerLM"](30, 8, 2, 16, 2)) for _ in "ab"]
     found = host_traffic_of_a_step(models)
     assert "a number read back from the device" in found
     assert any("_to_copy" in line and "(8, 8)" in line for line in found), found  # the mask
     assert any("index" in line and "(4,)" in line for line in found), found  # arange(4)
+
+
+# ------------------------------------------------------------------ E's given model and its mask
+def test_a_labelled_mask_changes_nothing_but_where_it_is_kept(e_given) -> None:
+    """``encode`` with ``causal_mask``'s labelled mask gives what it gives with an unlabelled
+    copy (the encoder's own check finds it causal), keeps one mask a device (the longest, cut
+    to each length), and leaves a mask of the wrong length to fail as before."""
+    torch.manual_seed(0)
+    lm = e_given["TransformerLM"](30, 8, 2, 16, 2).eval()
+    causal_mask = e_given["causal_mask"]
+    for length in (8, 5, 8, 3):
+        src = torch.randint(0, 30, (2, length))
+        labelled, unlabelled = causal_mask(length), causal_mask(length).clone()
+        assert labelled.is_causal_mask and not hasattr(unlabelled, "is_causal_mask")
+        assert torch.equal(lm.encode(src, labelled), lm.encode(src, unlabelled))
+    assert list(lm.masks_on_device) == [torch.device("cpu")]
+    assert lm.masks_on_device[torch.device("cpu")].shape == (8, 8)
+    with pytest.raises(RuntimeError):
+        lm.encode(torch.randint(0, 30, (2, 5)), causal_mask(4))

@@ -55,3 +55,11 @@ def test_a_failing_notebook_is_reported(tmp_path: Path, full_mode) -> None:
     source = small_notebook(tmp_path / "n.ipynb", "raise ValueError('out of memory')")
     summary = gpu_check.run_notebook(source, 1500, 120, tmp_path)
     assert "out of memory" in summary["error"]
+
+
+def test_graphs_are_asked_of_the_kernels_only_with_the_option(monkeypatch, full_mode) -> None:
+    monkeypatch.setenv("COURSE_CUDA_GRAPHS", "1")  # left from an earlier run; restored after
+    gpu_check.full_mode_on("cpu")
+    assert "COURSE_CUDA_GRAPHS" not in gpu_check.os.environ
+    gpu_check.full_mode_on("cpu", graphs=True)
+    assert gpu_check.os.environ["COURSE_CUDA_GRAPHS"] == "1"

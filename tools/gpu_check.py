@@ -13,6 +13,9 @@ the notebook printed that holds a number (accuracies, perplexities, losses, step
 The executed notebooks and a JSON summary go to ``--out``. Numbers and times are the ones
 measured in that run: record them with the card's name, never from memory.
 
+``--graphs`` sets ``COURSE_CUDA_GRAPHS=1``: E's runs trained together are then captured in CUDA
+graphs (``course.e_pretraining.together``), a trial to compare with a run without it.
+
 G's last section pretrains a model of its own on a CUDA GPU (``--pretrain-steps``: 15,000 is the
 course's recipe, about 6 minutes on one H100; fewer for a quick check).
 """
@@ -64,11 +67,14 @@ def printed(cell: nbformat.NotebookNode, stream: str = "stdout") -> list[str]:
     return lines
 
 
-def full_mode_on(device: str) -> None:
-    """This process's environment (the kernels inherit it): full mode, trained on ``device``."""
-    for name in ("COURSE_FAST", "NBGRADER_EXECUTION"):
+def full_mode_on(device: str, graphs: bool = False) -> None:
+    """This process's environment (the kernels inherit it): full mode, trained on ``device``;
+    with ``graphs``, E's runs trained together are captured in CUDA graphs (on trial)."""
+    for name in ("COURSE_FAST", "NBGRADER_EXECUTION", "COURSE_CUDA_GRAPHS"):
         os.environ.pop(name, None)
     os.environ["COURSE_DEVICE"] = device
+    if graphs:
+        os.environ["COURSE_CUDA_GRAPHS"] = "1"
 
 
 def run_notebook(source: Path, pretrain_steps: int, timeout: int, out: Path) -> dict:
@@ -126,6 +132,7 @@ def main() -> int:
     parser.add_argument("--pretrain-steps", type=int, default=15_000, help="G's own pretraining")
     parser.add_argument("--timeout", type=int, default=1200, help="seconds a cell may run")
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "gpu_check")
+    parser.add_argument("--graphs", action="store_true", help="E's batched steps in CUDA graphs")
     args = parser.parse_args()
     keys = [k.strip() for k in args.only.split(",") if k.strip()]
     unknown = set(keys) - set(NOTEBOOKS)
@@ -137,16 +144,20 @@ def main() -> int:
         print("no CUDA GPU here: run on a machine with one, or pass --device cpu", file=sys.stderr)
         return 2
     name = torch.cuda.get_device_name() if args.device == "cuda" else args.device
-    print(f"torch {torch.__version__}, device {args.device} ({name}), {os.cpu_count()} CPUs")
+    graphs = ", E's steps in CUDA graphs" if args.graphs else ""
+    print(
+        f"torch {torch.__version__}, device {args.device} ({name}), {os.cpu_count()} CPUs{graphs}"
+    )
     shutil.rmtree(args.out, ignore_errors=True)
     args.out.mkdir(parents=True)
-    full_mode_on(args.device)
+    full_mode_on(args.device, args.graphs)
     summaries = []
     for key in keys:
         source = REPO / "source" / NOTEBOOKS[key]
         summaries.append(run_notebook(source, args.pretrain_steps, args.timeout, args.out))
         report(summaries[-1])
-    record = {"device": name, "torch": torch.__version__, "notebooks": summaries}
+    record = {"device": name, "torch": torch.__version__, "graphs": args.graphs}
+    record["notebooks"] = summaries
     (args.out / "summary.json").write_text(json.dumps(record, indent=1))
     print(f"\nexecuted notebooks and summary.json in {args.out}")
     return 1 if any(s["error"] for s in summaries) else 0

@@ -17,6 +17,7 @@ On a GPU, a step of these small models costs little more than launching its kern
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -201,7 +202,8 @@ def train_classifiers(
 ) -> list[ClassifierHistory]:
     """:func:`train_classifier` for each model r on ``trains[r]`` with ``seeds[r]``, one after
     another, or with ``together`` (worth it on a GPU, not on a CPU) all at once by
-    ``together.train_together``; models that ``torch.vmap`` cannot batch are then trained one after
+    ``together.train_together``, in a CUDA graph where the environment sets
+    ``COURSE_CUDA_GRAPHS=1``; models that ``torch.vmap`` cannot batch are then trained one after
     another (it says so). ``train_args``: epochs or steps, lr, batch_size, weight_decay, bf16.
     With ``name``, prints each run's validation accuracy per epoch as it is known."""
 
@@ -216,8 +218,11 @@ def train_classifiers(
     if together:
         from course.e_pretraining.together import train_together  # it builds on this module
 
+        graph = os.environ.get("COURSE_CUDA_GRAPHS") == "1"  # on trial: tools/gpu_check.py --graphs
         try:
-            histories = train_together(models, trains, seeds, val=val, **train_args)
+            histories = train_together(
+                models, trains, seeds, val=val, cuda_graph=graph, **train_args
+            )
         except (RuntimeError, NotImplementedError, TypeError) as error:  # vmap's refusals
             reason = str(error).strip().splitlines()[0][:160] if str(error).strip() else ""
             print(f"these models cannot be trained together ({type(error).__name__}: {reason});")

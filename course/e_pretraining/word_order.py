@@ -103,7 +103,7 @@ class FitReader(nn.Module):
         """src (B, L) right-padded ids, lengths (B,) -> (B, 3): mean and two lowest fits."""
         with torch.no_grad():
             self.lm.eval()  # no dropout in a frozen reader
-            mask = self.causal_mask(src.size(1)).to(src.device)  # (L, L)
+            mask = self.causal_mask(src.size(1))  # (L, L); the language model moves it
             log_p = self.lm(src, mask).log_softmax(-1)  # (B, L, V)
             nxt = src[:, 1:]  # (B, L - 1): the words that positions 0 .. L-2 predict
             fit = log_p[:, :-1].gather(-1, nxt.unsqueeze(-1)).squeeze(-1) - self.unigram[nxt]

@@ -1,11 +1,14 @@
-"""E's batched step in a CUDA graph (``together._Step``), checked on the CPU with stand-ins.
+"""E's batched step in a CUDA graph (``together._Step``) and E's model that allows it, checked on
+the CPU.
 
 There is no GPU here, so ``torch.cuda``'s streams and graphs are replaced by stand-ins that keep
 the rules of the real ones that the step relies on: recording a graph runs nothing (the stand-in
-runs the step, then puts the weights, the optimizer's state and the losses back), a replay runs
-the recorded step on the recorded inputs as they are at that moment, and a capture that meets a
-copy from the host or a number read back fails. The real capture runs only on a GPU
-(``python benchmarks/e_sweep_speed.py --graphs``).
+runs the step, then puts the weights, the optimizer's state and the losses back), and a replay
+runs the recorded step on the recorded inputs as they are at that moment; a stand-in may also
+refuse every capture, as a real one refuses a step that copies from the host. What a real capture
+refuses is then looked for in a step with the models on the ``meta`` device (``HostTraffic``).
+The real capture runs only on a GPU (``python benchmarks/e_sweep_speed.py --graphs``,
+``python tools/gpu_check.py --only e --graphs``).
 """
 
 from __future__ import annotations

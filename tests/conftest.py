@@ -169,6 +169,15 @@ def pipeline_students(assignment: str, students: list[str] | None = None) -> lis
     return sorted({demo.BLANK, *kept, *mistakes[:1], *needed})
 
 
+@pytest.fixture(scope="module")
+def e_given() -> dict:
+    """E's read-only ``given_lm`` cell and its reference classes, run from the source notebook
+    (``tests.test_devices.e_definitions``)."""
+    from tests.test_devices import e_definitions  # torch: only for the tests that ask
+
+    return e_definitions()
+
+
 @pytest.fixture(scope="session")
 def graded_class(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo class of every assignment (:func:`pipeline_students`), released, graded with 2

@@ -22,12 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from course.e_pretraining import together
-from tests.test_devices import META, e_definitions, e_models, e_split
-
-
-@pytest.fixture(scope="module")
-def e_given() -> dict:
-    return e_definitions()
+from tests.test_devices import META, e_models, e_split
 
 
 class Recorded:

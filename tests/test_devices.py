@@ -156,11 +156,6 @@ def e_definitions() -> dict:
     return definitions("pretraining_and_finetuning", {"SentimentClassifier", "FrozenReader"}, ns)
 
 
-@pytest.fixture(scope="module")
-def e_given() -> dict:
-    return e_definitions()
-
-
 def test_train_lm_evaluate_and_generate_follow_the_model(e_given: dict) -> None:
     x, y = lm_rows()
     model = e_given["TransformerLM"](30, 8, 2, 16, 1).to(META)

@@ -156,8 +156,12 @@ def main() -> int:
         source = REPO / "source" / NOTEBOOKS[key]
         summaries.append(run_notebook(source, args.pretrain_steps, args.timeout, args.out))
         report(summaries[-1])
-    record = {"device": name, "torch": torch.__version__, "graphs": args.graphs}
-    record["notebooks"] = summaries
+    record = {
+        "device": name,
+        "torch": torch.__version__,
+        "graphs": args.graphs,
+        "notebooks": summaries,
+    }
     (args.out / "summary.json").write_text(json.dumps(record, indent=1))
     print(f"\nexecuted notebooks and summary.json in {args.out}")
     return 1 if any(s["error"] for s in summaries) else 0

@@ -224,7 +224,7 @@ def train_classifiers(
                 models, trains, seeds, val=val, cuda_graph=graph, **train_args
             )
         except (RuntimeError, NotImplementedError, TypeError) as error:  # vmap's refusals
-            reason = str(error).strip().splitlines()[0][:160] if str(error).strip() else ""
+            reason = first_line(error)
             print(f"these models cannot be trained together ({type(error).__name__}: {reason});")
             print("training them one after another instead: the same experiment, in more time")
         else:
@@ -236,6 +236,12 @@ def train_classifiers(
         histories.append(train_classifier(model, train, val, seed=seed, **train_args))
         report(seed, histories[-1])
     return histories
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an error's message, at most 160 characters: what a note quotes."""
+    text = str(error).strip()
+    return text.splitlines()[0][:160] if text else ""
 
 
 def _batches(

@@ -5,7 +5,7 @@ the launching of its kernels. :func:`train_together` stacks the weights of R run
 as one batched model (``torch.func.vmap``), which on a GPU is several times faster; on a CPU it is
 slower. ``finetune.train_classifiers(..., together=True)`` calls it. With ``cuda_graph=True``
 the batched step is also captured in a CUDA graph and replayed (for models that keep their step
-on the device; E's notebook does not ask for it yet, see docs/speed.md).
+on the device; E's notebook asks for it only where ``COURSE_CUDA_GRAPHS=1``, see docs/speed.md).
 
     histories = train_together(models, trains, seeds, val=val, epochs=6)  # a list of R histories
 """
@@ -23,7 +23,13 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from course.device import autocast, device_of
-from course.e_pretraining.finetune import ClassifierHistory, Labelled, _batches, accuracy
+from course.e_pretraining.finetune import (
+    ClassifierHistory,
+    Labelled,
+    _batches,
+    accuracy,
+    first_line,
+)
 
 
 def train_together(
@@ -115,6 +121,7 @@ class _Step:
         self.graph: torch.cuda.CUDAGraph | None = None
         self.inputs: tuple[torch.Tensor, ...] = ()
         self.warm, self.side = 0, None  # steps warmed up; the stream of warm-up and capture
+        # graphed becomes False when a capture fails: the steps then run as they are
 
     def __call__(self, *batch: torch.Tensor) -> None:
         """Train on ``batch``: ids (R, b, l), lengths (R, b), labels (R, b)."""
@@ -122,7 +129,7 @@ class _Step:
             for captured, new in zip(self.inputs, batch, strict=True):
                 captured.copy_(new)
             self.graph.replay()
-        elif not self.graphed or self.graph is not None or self.warm < 0:
+        elif not self.graphed or self.graph is not None:
             self._run(*batch)
         elif self.warm < self.WARM_UP:  # on the capture's side stream, as CUDA graphs ask
             self.side = self.side or torch.cuda.Stream()
@@ -154,9 +161,10 @@ class _Step:
             with torch.cuda.graph(graph, stream=self.side):
                 self._run(*self.inputs)
         except RuntimeError as error:
-            reason = str(error).strip().splitlines()[0][:160] if str(error).strip() else ""
-            print(f"no CUDA graph for these models ({reason}); their steps run as they are")
-            self.warm = -1
+            print(
+                f"no CUDA graph for these models ({first_line(error)}); their steps run as they are"
+            )
+            self.graphed = False
             return
         self.graph = graph
 

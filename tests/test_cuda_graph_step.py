@@ -132,12 +132,16 @@ def test_a_step_that_cannot_be_recorded_runs_as_it_is_and_says_so(
     expected = steps(e_given, False, None, shapes)
     cuda = Cuda(refuse=True)
     fake_cuda(monkeypatch, cuda)
+    monkeypatch.setattr(together, "_SAID", set())
     step = steps(e_given, True, cuda, shapes)
     out = capsys.readouterr().out
     assert "no CUDA graph for these models (CUDA error: operation not permitted" in out
     assert "their steps run as they are" in out
+    assert "device=hidden.device" in out  # what to change
     assert step.graph is None and len(cuda.graphs) == 1  # one try, not one a step
     assert_same_weights(step, expected)
+    steps(e_given, True, cuda, shapes)  # another setup of the sweep, failing the same way
+    assert len(cuda.graphs) == 2 and capsys.readouterr().out == ""  # said once
 
 
 def test_without_a_cuda_device_nothing_is_recorded(e_given, monkeypatch) -> None:

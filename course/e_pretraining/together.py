@@ -161,12 +161,26 @@ class _Step:
             with torch.cuda.graph(graph, stream=self.side):
                 self._run(*self.inputs)
         except RuntimeError as error:
-            print(
-                f"no CUDA graph for these models ({first_line(error)}); their steps run as they are"
+            _say_once(
+                f"no CUDA graph for these models ({first_line(error)}); their steps run as they "
+                "are, correct but slower. A step in a CUDA graph stays on the GPU: make what it "
+                "needs there (positions: torch.arange(..., device=hidden.device)) and read no "
+                "number back (.item(), print) inside forward. Said once."
             )
             self.graphed = False
             return
         self.graph = graph
+
+
+_SAID: set[str] = set()  # what _say_once has printed in this process
+
+
+def _say_once(message: str) -> None:
+    """Print ``message`` the first time only: a sweep captures several setups, each would fail
+    for the same reason."""
+    if message not in _SAID:
+        _SAID.add(message)
+        print(message)
 
 
 def _stacked(models: Sequence[nn.Module]) -> tuple[Callable, dict, dict, list[torch.Tensor]]:

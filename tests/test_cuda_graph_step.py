@@ -144,6 +144,21 @@ def test_a_step_that_cannot_be_recorded_runs_as_it_is_and_says_so(
     assert len(cuda.graphs) == 2 and capsys.readouterr().out == ""  # said once
 
 
+def test_the_batches_made_ahead_for_a_graph_are_the_epochs_batches() -> None:
+    """With CUDA graphs, an epoch's batches are all made (and copied) before its first step, so
+    that no copy from the host waits for the queued steps: the same batches, in the same order."""
+    data = [e_split(21, seed) for seed in range(3)]
+
+    def epoch(ahead: bool):
+        generators = [torch.Generator().manual_seed(seed) for seed in range(3)]
+        return together._epoch(data, generators, 4, None, torch.device("cpu"), 8, ahead)
+
+    ahead, lazy = epoch(True), list(epoch(False))
+    assert isinstance(ahead, list) and len(ahead) == len(lazy) == 6  # 5 of 4 rows, 1 of 1
+    for made, expected in zip(ahead, lazy, strict=True):
+        assert all(torch.equal(a, b) for a, b in zip(made, expected, strict=True))
+
+
 def test_without_a_cuda_device_nothing_is_recorded(e_given, monkeypatch) -> None:
     cuda = Cuda()
     fake_cuda(monkeypatch, cuda)

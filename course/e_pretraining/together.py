@@ -16,7 +16,7 @@ import contextlib
 import copy
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import torch
 from torch import nn
@@ -78,16 +78,13 @@ def train_together(
     _record(histories, 0, None, models, val)
     torch.manual_seed(seeds[0])
     for epoch in range(1, (1 if steps else epochs) + 1):
-        start = time.perf_counter()
-        orders = [
-            list(_batches(len(train), batch_size, steps, generator))
-            for train, generator in zip(trains, generators, strict=True)
-        ]
+        start, count = time.perf_counter(), 0
         step.total.zero_()
         with _batchable_attention():
-            for rows in zip(*orders, strict=True):  # one batch of each run
-                step(*_stacked_batch(trains, rows, device, width))  # (R, b, l), (R, b), (R, b)
-        losses = (step.total / len(orders[0])).tolist()
+            for batch in _epoch(trains, generators, batch_size, steps, device, width, graphed):
+                step(*batch)
+                count += 1
+        losses = (step.total / count).tolist()
         seconds = time.perf_counter() - start
         _unstack_into(models, params, buffers)
         _record(histories, epoch, losses, models, val, seconds)
@@ -229,6 +226,26 @@ def _batchable_attention() -> Iterator[None]:
             yield
     finally:
         torch.backends.mha.set_fastpath_enabled(fast_path)
+
+
+def _epoch(
+    trains: Sequence[Labelled],
+    generators: Sequence[torch.Generator],
+    batch_size: int,
+    steps: int | None,
+    device: torch.device,
+    width: int | None,
+    ahead: bool,
+) -> Iterable[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """The batches of one epoch, one of each run at a time (see :func:`_stacked_batch`). With
+    ``ahead`` (CUDA graphs), all of them are made and copied to the device before the first
+    step: a copy from the host waits for the steps queued on the GPU, and then none waits."""
+    orders = [
+        list(_batches(len(train), batch_size, steps, generator))
+        for train, generator in zip(trains, generators, strict=True)
+    ]
+    batches = (_stacked_batch(trains, rows, device, width) for rows in zip(*orders, strict=True))
+    return list(batches) if ahead else batches
 
 
 def _stacked_batch(

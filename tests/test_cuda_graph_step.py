@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import importlib
+import inspect
+import warnings
 
 import pytest
 import torch
@@ -80,12 +83,12 @@ class Cuda:
         pass
 
 
-def steps(e_given: dict, graphed: bool, cuda: Cuda | None, shapes: list[int]):
-    """Three of E's classifiers (no dropout) stepped on batches of ``shapes[k]`` rows each;
-    returns the ``_Step`` after the steps."""
+def steps(e_given: dict, graphed: bool, cuda: Cuda | None, shapes: list[int], adamw=None):
+    """Three of E's classifiers (no dropout) stepped on batches of ``shapes[k]`` rows each (by
+    ``adamw``, torch's AdamW unless another is given); returns the ``_Step`` after the steps."""
     models = [e_models(e_given, "classifier", seed) for seed in range(3)]
     loss, params, buffers, trained = together._stacked(models)
-    optimizer = torch.optim.AdamW(trained, lr=1e-2, weight_decay=0.01)
+    optimizer = (adamw or torch.optim.AdamW)(trained, lr=1e-2, weight_decay=0.01)
     step = together._Step(loss, params, buffers, trained, optimizer, False, graphed)
     if cuda is not None:
         cuda.capturing = step
@@ -142,6 +145,38 @@ def test_a_step_that_cannot_be_recorded_runs_as_it_is_and_says_so(
     assert_same_weights(step, expected)
     steps(e_given, True, cuda, shapes)  # another setup of the sweep, failing the same way
     assert len(cuda.graphs) == 2 and capsys.readouterr().out == ""  # said once
+
+
+class WarnsUncaptured(torch.optim.AdamW):
+    """AdamW as torch's capturable AdamW behaves on a GPU: at its first step outside a capture it
+    warns that capturable can slow it (torch's words, from torch/optim/optimizer.py)."""
+
+    def step(self, closure=None):
+        if not getattr(self, "warned", False):
+            self.warned = True
+            warnings.warn(
+                "This instance was constructed with capturable=True or some of all the "
+                "param_groups came with capturable=True, but step() is running without CUDA "
+                "graph capture.",
+                stacklevel=2,
+            )
+        return super().step(closure)
+
+
+def test_the_warm_up_before_a_capture_gives_no_capturable_warning(e_given, monkeypatch) -> None:
+    """The warm-up steps run outside the capture as meant: AdamW's warning about it would only
+    puzzle a student, so it is not shown (and torch still says it in the words filtered)."""
+    cuda = Cuda()
+    fake_cuda(monkeypatch, cuda)
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        steps(e_given, True, cuda, [4] * 4, adamw=WarnsUncaptured)
+        assert len(cuda.graphs) == 1 and shown == []
+        steps(e_given, False, None, [4] * 2, adamw=WarnsUncaptured)  # no graph asked: it warns
+    assert [str(w.message)[:50] for w in shown] == [together.CAPTURABLE_WARNING]
+    assert together.CAPTURABLE_WARNING in inspect.getsource(
+        importlib.import_module("torch.optim.optimizer")
+    )
 
 
 def test_the_batches_made_ahead_for_a_graph_are_the_epochs_batches() -> None:

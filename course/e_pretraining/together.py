@@ -16,6 +16,7 @@ import contextlib
 import copy
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import torch
@@ -131,7 +132,7 @@ class _Step:
         elif self.warm < self.WARM_UP:  # on the capture's side stream, as CUDA graphs ask
             self.side = self.side or torch.cuda.Stream()
             self.side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(self.side):
+            with torch.cuda.stream(self.side), _uncaptured_as_meant():
                 self._run(*batch)
             torch.cuda.current_stream().wait_stream(self.side)
             self.warm += 1
@@ -169,6 +170,16 @@ class _Step:
         self.graph = graph
 
 
+@contextlib.contextmanager
+def _uncaptured_as_meant() -> Iterator[None]:
+    """No warning from AdamW(capturable=True) at its first step outside a capture (that
+    capturable can slow it): the warm-up steps before the capture are meant to run so."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=CAPTURABLE_WARNING)
+        yield
+
+
+CAPTURABLE_WARNING = "This instance was constructed with capturable=True"  # torch's words
 _SAID: set[str] = set()  # what _say_once has printed in this process
 
 

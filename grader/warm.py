@@ -32,6 +32,7 @@ submission's nbgrader process (trusted, outside the sandbox) from one that impor
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -57,6 +58,9 @@ from grader.paths import CourseError
 from grader.sandbox import readable_roots, sandbox_env, system_binds
 
 START_SECONDS = 120  # a zygote that does not answer by then is a failed start
+# How long a killed kernel's end may take to be told, after jupyter_client's own 5 s (a fork
+# bomb's hundreds of processes on a busy machine): past that it is left to the zygote.
+KILL_SECONDS = 15
 STOPPED = "grading was stopped: the warm workers are closed"
 ETC_FILES = SandboxedKernelManager.class_traits()["etc_files"].default()
 CGROUPS = "cgroups"  # in the worker's folder: where its kernels' cgroups are made
@@ -324,6 +328,12 @@ class WarmProcess:
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
 
+    def leave_to_zygote(self) -> None:
+        """Count the kernel ended: closing its connection tells the zygote to end it."""
+        if self.returncode is None:
+            self.returncode = -signal.SIGKILL
+        self.client.close()
+
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)
 
@@ -375,6 +385,23 @@ class WarmKernelManager(SandboxedKernelManager):
         self.provisioner.pid = None  # type: ignore[attr-defined]
         self.provisioner.pgid = None  # type: ignore[attr-defined]
         self._reconcile_connection_info(self.provisioner.connection_info)
+
+    async def _async_kill_kernel(self, restart: bool = False) -> None:
+        """jupyter_client's kill, which waits 5 s for the kernel's end; then up to
+        :data:`KILL_SECONDS` more for the zygote to tell it (ending a namespace of hundreds of
+        processes, a fork bomb's, takes longer on a busy machine); then the kernel is left to
+        the zygote. Either way it has ended for this manager: nbclient's clean-up would otherwise
+        shut it down again, through the sockets this shutdown closed (a ZMQError that cost the
+        submission its grading)."""
+        await super()._async_kill_kernel(restart=restart)
+        process = getattr(self.provisioner, "process", None)
+        if not isinstance(process, WarmProcess):
+            return  # ended, and waited for
+        end = time.monotonic() + KILL_SECONDS
+        while process.poll() is None and time.monotonic() < end:
+            await asyncio.sleep(0.05)
+        process.leave_to_zygote()
+        await self.provisioner.wait()
 
     def _start(self, message: dict) -> tuple[socket.socket, dict]:
         """Ask the zygote to start a kernel: the connection (which the kernel lives on) and

@@ -1,7 +1,7 @@
 """Warm workers kept between runs (grader/warm_service.py, ``course workers start``).
 
 The module's course keeps one set of workers (one worker). A first run grades a submission that
-leaves behind everything it can (tests/test_warm_isolation.py's LEAVES), a second run, on the
+leaves behind everything it can (tests/test_warm_isolation.py's leaves()), a second run, on the
 same kept workers, one that looks for it: it finds nothing, and every outcome is the cold one.
 Neither run starts a zygote, an nbgrader server or a judge of its own. Then: workers that end
 while a run holds them leave that run grading on its own; workers kept for other code or
@@ -28,7 +28,7 @@ import pytest
 from grader import cli, demo, pipeline, verification, warm, warm_service
 from tests.conftest import class_outcome, make_course_copy
 from tests.test_adversarial import ASSIGNMENT, MASK, NOTEBOOK, append_code
-from tests.test_warm_isolation import LEAVES, LOOKS, marked
+from tests.test_warm_isolation import LOOKS, leaves, marked
 
 
 def gone(pid: int, seconds: float = 20) -> bool:
@@ -45,7 +45,7 @@ def kept_course(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     pipeline.release(root, ASSIGNMENT)
     demo.build_class(root, ASSIGNMENT)
     reference = root / "submitted" / "reference" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
-    for student, code in {"a_leaves": LEAVES, "b_looks": LOOKS}.items():
+    for student, code in {"a_leaves": leaves("1000.125"), "b_looks": LOOKS}.items():
         target = root / "submitted" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
         target.parent.mkdir(parents=True)
         edited = append_code(MASK, code)(nbformat.read(str(reference), as_version=4))
@@ -86,7 +86,7 @@ def test_runs_on_kept_workers_leave_nothing_for_the_next_and_grade_as_cold(
     assert kept == class_outcome(root, ASSIGNMENT, NOTEBOOK, students)
     assert kept["b_looks"] == kept["reference"], "the second run found what the first left"
     assert kept["reference"][1:] == (False, "graded")
-    assert not marked("1000.25"), "the first run's process outlived its grading"
+    assert not marked("1000.125"), "the first run's process outlived its grading"
     assert warm_service.read_state(warm_service.folder(root)) == state  # still kept
 
 

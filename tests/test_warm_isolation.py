@@ -329,6 +329,12 @@ async def _start_runaway(zygote: Zygote, work: Path, marker: str) -> WarmKernelM
     return manager
 
 
+def pythons(zygote: Zygote) -> list[psutil.Process]:
+    """The zygote's Python process, below bubblewrap, and the children it forked."""
+    below = psutil.Process(zygote.process.pid).children(recursive=True)
+    return [p for p in below if p.name() == "python" and "-c" in p.cmdline()]
+
+
 def gone(marker: str, seconds: float = 10) -> bool:
     end = time.monotonic() + seconds
     while marked(marker) and time.monotonic() < end:
@@ -354,11 +360,7 @@ def test_a_kernel_whose_end_is_told_late_is_left_to_the_zygote(zygote: Zygote, m
     does not shut it down a second time through closed sockets (a ZMQError, "Operation not
     supported", that lost a submission's grading in CI), and the zygote, going on, ends it."""
     monkeypatch.setattr(warm, "KILL_SECONDS", 0.5)
-    python = [
-        p
-        for p in psutil.Process(zygote.process.pid).children(recursive=True)
-        if p.name().startswith("python") and not p.parent().name().startswith("python")
-    ]
+    python = [p for p in pythons(zygote) if p.parent().name() != "python"]
     assert len(python) == 1, python  # the zygote, below bubblewrap
 
     async def scenario() -> bool:
@@ -400,12 +402,8 @@ def test_a_kernel_that_fails_to_start_leaves_the_zygote_serving_alone(zygote: Zy
         answer = request(client, broken, [sys.stdout.fileno(), sys.stderr.fileno()])
     assert "error" in answer and "could not be set up" in answer["error"], answer
     time.sleep(0.5)  # the failed processes end
-    pythons = [
-        p
-        for p in psutil.Process(zygote.process.pid).children(recursive=True)
-        if p.name() == "python" and "-c" in p.cmdline()
-    ]
-    assert len(pythons) == 1, f"besides the zygote, forked children still run: {pythons}"
+    left = pythons(zygote)
+    assert len(left) == 1, f"besides the zygote, forked children still run: {left}"
     for name in ("after1", "after2", "after3"):
         assert run(zygote, folder(zygote, name), ["print(6 * 7)"]) == ["42\n"]
 

@@ -8,7 +8,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PARALLEL := -n $(JOBS)
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: setup demo test test-deep test-fast lint lab release benchmark clean student-wheel student-lower-bounds
+.PHONY: setup demo test test-deep test-fast lint lab formgrader release benchmark clean student-wheel student-lower-bounds
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,9 @@ test-fast: lint  ## checks, pipeline units and repository checks, no grading run
 lab: setup  ## JupyterLab on your own copy of the student notebooks, work/ (made once from release/)
 	$(BIN)/python tools/student_copy.py
 	$(BIN)/jupyter lab $(ROOT_FLAG) --notebook-dir=work
+
+formgrader: setup  ## the instructor's JupyterLab on the course folder: Nbgrader > Formgrader (course lab)
+	$(BIN)/course lab
 
 release: setup  ## regenerate release/ from source/
 	$(BIN)/course release

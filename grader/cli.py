@@ -11,6 +11,7 @@ course demo [ASSIGNMENT...] [--jobs N] [--all]   release, the demo class (repres
                                          --all: every demo student), autograde, feedback, grades
 course workers start|stop|status [--jobs N] [--idle MINUTES]   warm workers kept between runs
 course check NOTEBOOK                    run a notebook's tests and explain each failure
+course lab [-- JUPYTER_OPTION...]        JupyterLab on the course folder, with formgrader
 course submission build RELEASE_NB DESCRIPTION OUT
 """
 
@@ -91,6 +92,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--cold", action="store_true", help=COLD_HELP)
 
     _workers_parser(sub)
+    _lab_parser(sub)
 
     p = sub.add_parser("check", help="run a notebook's tests and explain each failure")
     p.add_argument("notebook", type=Path)
@@ -112,6 +114,20 @@ def _collect_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lms", choices=LMS_NAMES, required=True)
     p.add_argument(
         "--worksheet", type=Path, help="Moodle's grading worksheet (CSV): submission times"
+    )
+
+
+def _lab_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "lab",
+        help="JupyterLab on the course folder, where formgrader (Nbgrader menu) finds the "
+        "course: grade written answers by hand, autograde, feedback (make formgrader)",
+    )
+    p.add_argument(
+        "jupyter_args",
+        nargs="*",
+        metavar="JUPYTER_OPTION",
+        help="options for jupyter lab, after --, e.g. -- --ServerApp.port=8890 --no-browser",
     )
 
 
@@ -143,6 +159,10 @@ def _lms_grade_options(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Carry out one parsed command; return its exit code."""
+    if args.command == "lab":  # before nbgrader is loaded: this process becomes JupyterLab
+        from grader import lab
+
+        lab.start((args.root.resolve() if args.root else None) or find_root(), args.jupyter_args)
     # The sub-commands load nbgrader (several seconds on a busy machine): imported here, once a
     # command is chosen, so that `course --help` and a mistyped command answer at once.
     from grader.nbgrader_main import skip_slow_imports

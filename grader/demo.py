@@ -15,7 +15,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader import pipeline
+from grader import pipeline, sandbox
 from grader.grading import Graded
 from grader.notebooks import read_notebook
 from grader.paths import CourseError, require_assignment
@@ -111,7 +111,18 @@ def run(
     grade (default: all of them; ``course demo`` passes :func:`representative` unless
     ``--all``). ``warm`` (the default; ``--cold`` not): kernels and nbgrader forked from warm
     workers (:mod:`grader.warm`).
+
+    The demo class is the course's own notebooks: where no sandbox can start (no bubblewrap,
+    as on macOS), it is graded without one, and ``say`` tells so in one line. ``course
+    autograde`` of a real class refuses instead, unless given ``--unsafe-no-sandbox``.
     """
+    why = "" if unsafe_no_sandbox else no_sandbox_here()
+    if why:
+        say(
+            f"{why}: the demo class (the course's own notebooks) is graded without the sandbox; "
+            "`course autograde` of a real class refuses to, unless given --unsafe-no-sandbox"
+        )
+    unsafe_no_sandbox = unsafe_no_sandbox or bool(why)
     classes = {}
     for assignment in assignments:
         say(f"[{assignment}] generating release/ from source/")
@@ -141,6 +152,17 @@ def run(
     path = pipeline.write_grades_csv(rows, root / "grades.csv")
     say(f"grade table written to {path}")
     return path
+
+
+def no_sandbox_here() -> str:
+    """Why no kernel can be sandboxed on this machine, in a few words; '' when one can."""
+    if shutil.which("bwrap") is None:
+        return "no sandbox here: bubblewrap (bwrap) is not installed"
+    try:
+        sandbox.check_sandbox()
+    except CourseError:
+        return "no sandbox here: bubblewrap cannot start one (user namespaces disabled?)"
+    return ""
 
 
 def _graded_line(assignment: str, graded: Graded) -> str:

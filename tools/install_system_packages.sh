@@ -11,8 +11,11 @@
 # Idempotent and quiet: installs only what is missing (apt-get first, then npm). Playwright's
 # own browser download (`playwright install`) is never used: the tests point Playwright at
 # /usr/bin/chromium.
-# Where apt-get does not exist (macOS), it says what is missing and exits 0: grading then
-# refuses to run without the sandbox unless the instructor passes --unsafe-no-sandbox.
+# Where it cannot install (no apt-get, as on macOS or Fedora; not root and no sudo), it says
+# what it could not install and what follows from each, and exits 0: without bubblewrap
+# `course autograde` refuses to grade unless given --unsafe-no-sandbox, and `make demo` grades
+# the demo class (the course's own notebooks) without the sandbox. README.md ("What each
+# system needs") has the commands for other systems.
 set -euo pipefail
 
 CHP_VERSION=4.6.3  # configurable-http-proxy; 4.6 runs on Debian 12's Node 18 as well as newer
@@ -31,6 +34,29 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+
+# What is lost without a package, said when it could not be installed.
+consequence() {
+    case "$1" in
+        bubblewrap) echo "no sandbox: \`course autograde\` refuses to grade unless given" \
+            "--unsafe-no-sandbox (student code could then reach your files); \`make demo\`" \
+            "grades the demo class (the course's own notebooks) without it; \`make test\`" \
+            "fails its sandbox tests" ;;
+        postgresql) echo "tests/test_postgres.py (\`make test\`) fails: it starts a PostgreSQL" \
+            "server; grading with the sqlite gradebook is unaffected" ;;
+        nodejs | npm) echo "no JupyterHub proxy: deploy/jupyterhub/ and its test" \
+            "(\`make test-deep\`) fail; grading is unaffected" ;;
+        *) echo "the browser tests, tests/e2e/ (\`make test\`), fail" ;;
+    esac
+}
+cannot_install() {
+    echo "install_system_packages.sh: could not install system packages ($1)." >&2
+    for package in "${packages[@]}"; do
+        echo "  not installed: $package: $(consequence "$package")" >&2
+    done
+    echo "  The commands for Debian/Ubuntu, Fedora, macOS and WSL: README.md," \
+        "\"What each system needs\"." >&2
+}
 
 # configurable-http-proxy from npm, once node and npm are there (now or after apt-get below).
 install_proxy() {
@@ -54,15 +80,19 @@ if [ ${#packages[@]} -eq 0 ]; then
 fi
 
 if ! command -v apt-get >/dev/null; then
-    echo "install_system_packages.sh: no apt-get here; install by hand: ${packages[*]}" >&2
+    cannot_install "no apt-get here"
     install_proxy
+    exit 0
+fi
+if [ -n "$SUDO" ] && ! command -v sudo >/dev/null; then
+    cannot_install "not root, and no sudo"
     exit 0
 fi
 export DEBIAN_FRONTEND=noninteractive
 if ! { $SUDO apt-get update -qq &&
        $SUDO apt-get install -y -qq --no-install-recommends "${packages[@]}"; } >"$log" 2>&1; then
     cat "$log" >&2
-    echo "install_system_packages.sh: apt-get failed for ${packages[*]}" >&2
+    cannot_install "apt-get failed, above"
     exit 1
 fi
 command -v bwrap >/dev/null || { echo "install_system_packages.sh: bwrap still missing" >&2; exit 1; }

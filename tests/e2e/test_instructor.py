@@ -93,6 +93,9 @@ def test_written_answer_graded_in_formgrader_reaches_course_grades(
 
 
 TAMPERING = "noop_checks"  # an all-zero mask, the checks rebound to no-ops (issue 40)
+# A formgrader dialog opening or closing: its fade takes a fraction of a second, more when the
+# browser shares the processors with grading and a busy process (Playwright's default: 5 s).
+DIALOG_TIMEOUT = 60_000  # ms
 
 
 def submission_row(page: Page, student: str) -> Locator:
@@ -110,8 +113,10 @@ def _click_and_wait(page: Page, row: Locator, button: str, endpoint: str) -> Non
     assert answer.value.ok, answer.value.status
     assert answer.value.json().get("success"), answer.value.json().get("error", "")[-2000:]
     modal = page.locator("#success-modal")  # formgrader says it succeeded: close that
+    # Shown: Bootstrap adds "in" once its backdrop is up (a click before that is lost).
+    expect(modal).to_have_class(re.compile(r"\bin\b"), timeout=DIALOG_TIMEOUT)
     modal.locator(".modal-footer button[data-dismiss='modal']").click()
-    expect(modal).to_have_count(0)
+    expect(modal).to_have_count(0, timeout=DIALOG_TIMEOUT)  # removed once it has faded out
 
 
 def test_formgrader_buttons_grade_and_give_feedback_as_course_does(

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from grader import report
+from grader import lab, report  # lab: the standard library and grader.paths only
 from grader.lms import LMS_NAMES
 from grader.paths import CourseError, assignments, find_root
 
@@ -160,9 +160,7 @@ def _lms_grade_options(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Carry out one parsed command; return its exit code."""
     if args.command == "lab":  # before nbgrader is loaded: this process becomes JupyterLab
-        from grader import lab
-
-        lab.start((args.root.resolve() if args.root else None) or find_root(), args.jupyter_args)
+        _lab(args)
     # The sub-commands load nbgrader (several seconds on a busy machine): imported here, once a
     # command is chosen, so that `course --help` and a mistyped command answer at once.
     from grader.nbgrader_main import skip_slow_imports
@@ -218,6 +216,11 @@ def run(args: argparse.Namespace) -> int:
             warm=not args.cold,
         )
     return 0
+
+
+def _lab(args: argparse.Namespace) -> None:
+    """``course lab``: JupyterLab on the course folder (grader/lab.py); does not return."""
+    lab.start((args.root.resolve() if args.root else None) or find_root(), args.jupyter_args)
 
 
 def _lms_command(root: Path, args: argparse.Namespace) -> int:

@@ -28,8 +28,11 @@ STUDENTS = ["reference", "blank", "mask_transposed", "alt_correct"]
 @pytest.fixture(scope="module")
 def postgres_url() -> Iterator[str]:
     """The URL of a fresh PostgreSQL database on a private Unix socket."""
-    bins = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
-    assert bins, "PostgreSQL is not installed: run `make setup`"
+    # Debian: /usr/lib/postgresql/VERSION/bin; Fedora and others: on PATH
+    bins = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb")) or [
+        Path(p) for p in [shutil.which("initdb")] if p
+    ]
+    assert bins, "PostgreSQL is not installed: run `make setup` (README.md: each system)"
     bindir = bins[-1].parent
     base = Path(tempfile.mkdtemp(prefix="course-pg-"))  # short: a socket path has 107 bytes
     data, sockets = base / "data", base / "sockets"

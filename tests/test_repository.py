@@ -118,10 +118,12 @@ def test_ci_runs_the_readme_test_command_and_fails_on_errors() -> None:
 def test_licence_and_data_attributions() -> None:
     assert (REPO / "LICENSE").is_file()
     readme = (REPO / "README.md").read_text()
+    credits = (REPO / "docs/data.md").read_text()  # linked from the README's data section
     for folder in (REPO / "course/data").iterdir():
         if folder.is_dir() and not folder.name.startswith("__"):
             assert (folder / "SOURCE.md").is_file(), folder
-            assert folder.name in readme, f"README lacks the attribution of {folder.name}"
+            assert folder.name in readme, f"README does not name {folder.name}"
+            assert f"`{folder.name}/`" in credits, f"docs/data.md lacks {folder.name}'s credit"
 
 
 def test_the_readme_lists_every_graded_name_with_its_points() -> None:

@@ -24,8 +24,11 @@ packages=()
 command -v bwrap >/dev/null || packages+=(bubblewrap)
 command -v node >/dev/null || packages+=(nodejs)
 command -v npm >/dev/null || packages+=(npm)
-ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || packages+=(postgresql)
-if [ "${1:-}" = "--browser" ] && [ ! -x /usr/bin/chromium ]; then
+# initdb: Debian keeps it in /usr/lib/postgresql/VERSION/bin, Fedora on PATH (tests/test_postgres.py)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null ||
+    packages+=(postgresql)
+# The browser tests use COURSE_E2E_CHROMIUM when set (tests/e2e/labui.py), else Debian's
+if [ "${1:-}" = "--browser" ] && [ ! -x "${COURSE_E2E_CHROMIUM:-/usr/bin/chromium}" ]; then
     packages+=(chromium chromium-driver fonts-dejavu-core)
 fi
 SUDO=""
@@ -44,7 +47,7 @@ consequence() {
             "fails its sandbox tests" ;;
         postgresql) echo "tests/test_postgres.py (\`make test\`) fails: it starts a PostgreSQL" \
             "server; grading with the sqlite gradebook is unaffected" ;;
-        nodejs | npm) echo "no JupyterHub proxy: deploy/jupyterhub/ and its test" \
+        nodejs | npm | configurable-http-proxy) echo "no JupyterHub proxy: deploy/jupyterhub/ and its test" \
             "(\`make test-deep\`) fail; grading is unaffected" ;;
         *) echo "the browser tests, tests/e2e/ (\`make test\`), fail" ;;
     esac
@@ -80,11 +83,12 @@ if [ ${#packages[@]} -eq 0 ]; then
 fi
 
 if ! command -v apt-get >/dev/null; then
+    command -v configurable-http-proxy >/dev/null || packages+=(configurable-http-proxy)
     cannot_install "no apt-get here"
-    install_proxy
     exit 0
 fi
 if [ -n "$SUDO" ] && ! command -v sudo >/dev/null; then
+    command -v configurable-http-proxy >/dev/null || packages+=(configurable-http-proxy)
     cannot_install "not root, and no sudo"
     exit 0
 fi

@@ -1,4 +1,6 @@
-"""Realistic LMS downloads built by the tests: Canvas's flat zip and Moodle's folders."""
+"""Realistic LMS downloads built by the tests: Canvas's flat zip and Moodle's folders, each
+named as the LMS's own code names them (the file and version each helper follows is in its
+docstring)."""
 
 from __future__ import annotations
 
@@ -54,11 +56,26 @@ def zip_bytes(files: dict[str, bytes]) -> bytes:
     return buffer.getvalue()
 
 
-def canvas_name(last_first: str, user: int, attachment: int, file: str, late: bool = False) -> str:
-    """Canvas's name for a submitted file."""
-    return f"{last_first}_{'LATE_' if late else ''}{user}_{attachment}_{file}"
+def canvas_name(
+    last_first: str, user: int | str, attachment: int, file: str, late: bool = False
+) -> str:
+    """Canvas's name for a submitted file (instructure/canvas-lms ``app/models/content_zipper.rb``,
+    ``get_filename`` and ``add_upload_submission``: ``[name, LATE, user_id].join("_")`` passed
+    through ``sanitize_file_name``, which keeps word characters (so underscores) and lower-cases,
+    then ``_ATTACHMENTID_DISPLAYNAME``). Anonymous grading: ``last_first`` is ``anon`` and
+    ``user`` the anonymous id (letters and digits)."""
+    return f"{last_first}_{'late_' if late else ''}{user}_{attachment}_{file}"
 
 
-def moodle_folder(full_name: str, participant: int) -> str:
-    """Moodle's folder of a participant's files."""
-    return f"{full_name}_{participant}_assignsubmission_file_/"
+def moodle_folder(full_name: str, participant: int, before_41: bool = False) -> str:
+    """Moodle's folder of a participant's files: ``Full Name_ID_assignsubmission_file/`` since
+    Moodle 4.1, with a trailing underscore before (moodle/moodle
+    ``mod/assign/feedback/file/importziplib.php`` at 0203d8f260, which reads both back;
+    ``mod/assign/locallib.php`` ``download_submissions`` writes them)."""
+    return f"{full_name}_{participant}_assignsubmission_file{'_' if before_41 else ''}/"
+
+
+def moodle_flat(full_name: str, participant: int, file: str) -> str:
+    """Moodle's name of a file downloaded without folders (the "Download submissions in
+    folders" preference off): ``Full Name_ID_assignsubmission_file_FILE``."""
+    return f"{full_name}_{participant}_assignsubmission_file_{file}"

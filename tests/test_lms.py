@@ -145,6 +145,44 @@ def test_canvas_download_in_a_folder_and_collected_again(course_root: Path, tmp_
     ]
 
 
+def test_canvas_anonymous_download_and_names_with_underscores(
+    course_root: Path, tmp_path: Path
+) -> None:
+    """Anonymous grading: ``anon_[late_]ANONYMOUSID_...``, no name, no user id (collected under
+    ``anon_ID``, not put in the roster as a Canvas user). A sortable name keeps its underscores
+    (``o_brienmary``) and is still read to the user id."""
+    files = {
+        canvas_name("anon", "x7k2p", 601, f"{NOTEBOOK}.ipynb"): notebook_bytes("anon 1"),
+        canvas_name("anon", "q9w3e", 602, f"{NOTEBOOK}.ipynb", late=True): notebook_bytes("anon 2"),
+        canvas_name("smith_jane", 1001, 603, f"{NOTEBOOK}.ipynb"): notebook_bytes("jane"),
+        canvas_name("o_brien_mary", 1010, 604, f"{NOTEBOOK}-2.ipynb"): notebook_bytes("mary"),
+    }
+    done = collect.collect(course_root, A, write_zip(tmp_path / "anon.zip", files), "canvas")
+    taken = {t.student: t for t in done.taken}
+    assert sorted(taken) == ["1010", "anon_q9w3e", "anon_x7k2p", "jsmith"]
+    assert marker(course_root, "anon_x7k2p") == "# anon 1"
+    assert taken["anon_q9w3e"].late and not taken["anon_x7k2p"].late
+    assert marker(course_root, "jsmith") == "# jane"  # by her Canvas id, underscore and all
+    assert taken["1010"].name == "o_brien_mary" and marker(course_root, "1010") == "# mary"
+    with Gradebook(db_url(course_root)) as gb:
+        assert gb.find_student("anon_x7k2p").lms_user_id is None  # no Canvas user id
+        assert gb.find_student("1010").lms_user_id == "1010"
+    record = collect.read_record(course_root, A)["students"]
+    assert record["anon_q9w3e"]["prefix"] == "anon_late_q9w3e_602_"
+
+
+def test_a_download_of_nobody_says_so(
+    course_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    archive = write_zip(tmp_path / "other.zip", {"notes/lecture1.ipynb": notebook_bytes("x")})
+    argv = ["--root", str(course_root), "collect", A, str(archive), "--lms", "moodle"]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert "Moodle download of a_masks: 0 collected" in out
+    assert "notes/lecture1.ipynb: not named as Moodle names submissions" in out
+    assert "nothing collected: is this the assignment's Moodle download?" in out
+
+
 def moodle_download(tmp_path: Path, form: str = "4.1") -> Path:
     """Moodle's download in one of its forms: folders since 4.1, folders before 4.1 (a
     trailing underscore), or flat (tests/lms_archives.py says what each follows)."""

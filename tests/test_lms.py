@@ -237,7 +237,7 @@ def worksheet(tmp_path: Path, language: str = "en", shift: int = 0, delimiter: s
         sent = when(utc[0] + shift, utc[1]) if utc else "-"
         graded = when(10, 0).replace(" 5", " 6", 1) if utc else "-"
         rows.append([f"{label}{number}", name, f"{mail}@uni.example", "Submitted", "", "10,00",
-                     "Yes", sent, graded, ""])  # fmt: skip
+                     "Yes", sent, graded, "Good start.\nSee the mask, line 3."])  # fmt: skip
     with path.open("w", newline="", encoding="utf-8-sig") as handle:
         csv.writer(handle, delimiter=delimiter).writerows(rows)
     return path

@@ -67,7 +67,7 @@ def read_sheet(path: Path) -> Sheet:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise CourseError(f"{path} is not UTF-8 text: export the gradebook again.") from None
-    delimiter = _delimiter(text.splitlines()[:3])
+    delimiter = _delimiter(text)
     rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter))
     newline = "\r\n" if "\r\n" in text else "\n"
     return Sheet(rows, delimiter, raw.startswith(codecs.BOM_UTF8), newline)
@@ -82,12 +82,14 @@ def write_sheet(sheet: Sheet, path: Path) -> None:
     path.write_bytes((codecs.BOM_UTF8 if sheet.bom else b"") + buffer.getvalue().encode())
 
 
-def _delimiter(lines: list[str]) -> str:
+def _delimiter(text: str) -> str:
     """';' or ',' as Canvas's importer decides (``identify_delimiter``): the one that splits
-    the first lines into as many fields each, the more fields winning."""
+    the first records into as many fields each, the more fields winning (records, not lines:
+    a Moodle comment may hold a line break)."""
     counts = {}
     for separator in (";", ","):
-        sizes = {len(next(csv.reader([line], delimiter=separator), [])) for line in lines}
+        records = csv.reader(io.StringIO(text, newline=""), delimiter=separator)
+        sizes = {len(row) for _, row in zip(range(3), records, strict=False)}
         counts[separator] = sizes.pop() if len(sizes) == 1 else 0
     return ";" if counts[";"] > counts[","] else ","
 
@@ -207,7 +209,7 @@ def _not_a_student(row: list[str]) -> bool:
 def _moodle_owners(rows: list[list[str]], gb: Gradebook) -> dict[int, str | None]:
     """Each row's student of a Moodle gradebook export: by email, else by ID number."""
     header, body = rows[0], rows[1:]
-    email = worksheet._column(body, lambda cell: "@" in cell)  # noqa: SLF001
+    email = worksheet.first_column(body, lambda cell: "@" in cell)
     number = next((i for i, h in enumerate(header) if worksheet.fold(h) in ID_NUMBER_HEADERS), None)
     if email is None and number is None:
         raise CourseError(
@@ -235,7 +237,7 @@ def _worksheet_owners(
             f"names: collect it first (course collect {assignment} ZIP --lms moodle)."
         )
     student_of = {taken["lms_id"]: student for student, taken in record["students"].items()}
-    ident = worksheet._identifier_column(rows[0], rows[1:])  # noqa: SLF001
+    ident = worksheet.identifier_column(rows[0], rows[1:])
     owners = {}
     for index, row in enumerate(rows[1:], 1):
         found = worksheet.IDENTIFIER.match(row[ident].strip()) if ident < len(row) else None

@@ -23,9 +23,11 @@ before "Last modified (grade)", which is the order above).
 from __future__ import annotations
 
 import csv
+import io
 import os
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
@@ -142,7 +144,7 @@ def read_worksheet(path: Path, zone: tzinfo | None = None) -> dict[str, Workshee
         raise CourseError(f"no grading worksheet at {path}")
     rows = read_rows(path)
     header, body = (rows[0], rows[1:]) if rows else ([], [])
-    ident = _identifier_column(header, body)
+    ident = identifier_column(header, body)
     if ident is None:
         raise CourseError(
             f"{path} is not Moodle's grading worksheet (no column of participant identifiers "
@@ -155,7 +157,7 @@ def read_worksheet(path: Path, zone: tzinfo | None = None) -> dict[str, Workshee
             f"{path}: no column of submission times (Moodle's 'Last modified (submission)'): "
             "is the assignment's file submission on, and is it the grading worksheet?"
         )
-    email = _column(body, lambda cell: "@" in cell)
+    email = first_column(body, lambda cell: "@" in cell)
     zone = zone or machine_timezone()
     sheet = {}
     for row in body:
@@ -180,10 +182,10 @@ def read_rows(path: Path) -> list[list[str]]:
         dialect = csv.Sniffer().sniff(text[:4096], delimiters=",;\t")
     except csv.Error:
         dialect = csv.excel
-    return [row for row in csv.reader(text.splitlines(), dialect) if row]
+    return [row for row in csv.reader(io.StringIO(text, newline=""), dialect) if row]
 
 
-def _column(body: list[list[str]], fits: object, start: int = 0) -> int | None:
+def first_column(body: list[list[str]], fits: Callable[[str], bool], start: int = 0) -> int | None:
     """The first column from ``start`` whose cells (empty and '-' aside) all fit, one at least."""
     width = max((len(row) for row in body), default=0)
     for index in range(start, width):
@@ -194,8 +196,8 @@ def _column(body: list[list[str]], fits: object, start: int = 0) -> int | None:
     return None
 
 
-def _identifier_column(header: list[str], body: list[list[str]]) -> int | None:
-    return _column(body, lambda cell: IDENTIFIER.match(cell) is not None)
+def identifier_column(header: list[str], body: list[list[str]]) -> int | None:
+    return first_column(body, lambda cell: IDENTIFIER.match(cell) is not None)
 
 
 def _submitted_column(header: list[str], body: list[list[str]]) -> int | None:
@@ -204,4 +206,4 @@ def _submitted_column(header: list[str], body: list[list[str]]) -> int | None:
     for index, name in enumerate(header):
         if fold(name) in known:
             return index
-    return _column(body, lambda cell: parse_moodle_date(cell) is not None)
+    return first_column(body, lambda cell: parse_moodle_date(cell) is not None)

@@ -247,7 +247,12 @@ def _lms_command(root: Path, args: argparse.Namespace) -> int:
                 print(f"  not packed: {line}")
     else:
         out = args.out or root / f"grades-{args.lms}.csv"
-        chosen = [n for given in args.assignment or [] for n in given.split(",") if n.strip()]
+        chosen = [
+            name
+            for given in args.assignment or []
+            for name in ([given] if "=" in given else given.split(","))  # a header may hold ","
+            if name.strip()
+        ]
         path, left = export.export(root, args.lms, out, args.missing, chosen, args.gradebook)
         print(f"grades written to {path} for import into {args.lms.title()}")
         for line in left:

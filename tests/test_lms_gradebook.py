@@ -208,6 +208,8 @@ def test_canvas_gradebook_problems_are_explained(
     rows = canvas_gradebook(source)
     with pytest.raises(CourseError, match=r"no column titled as the assignment b_attention"):
         export.export(course_root, "canvas", out, "skip", [B], source)
+    by_id, _ = export.export(course_root, "canvas", out, "zero", [f"{B}=4712"], source)
+    assert [row[7] for row in read_csv(by_id)[3:]] == ["0", "5", "0", "0"]  # by Canvas's id
     with pytest.raises(CourseError, match=r"no column 'Attention \(9999\)'.*'a_masks \(4711\)'"):
         export.export(course_root, "canvas", out, "skip", [f"{B}=Attention (9999)"], source)
     # Jane is not in the Canvas course: her grade has no row, and the command says so

@@ -56,15 +56,18 @@ def zip_bytes(files: dict[str, bytes]) -> bytes:
     return buffer.getvalue()
 
 
-def canvas_name(
-    last_first: str, user: int | str, attachment: int, file: str, late: bool = False
-) -> str:
-    """Canvas's name for a submitted file (instructure/canvas-lms ``app/models/content_zipper.rb``,
-    ``get_filename`` and ``add_upload_submission``: ``[name, LATE, user_id].join("_")`` passed
-    through ``sanitize_file_name``, which keeps word characters (so underscores) and lower-cases,
-    then ``_ATTACHMENTID_DISPLAYNAME``). Anonymous grading: ``last_first`` is ``anon`` and
-    ``user`` the anonymous id (letters and digits)."""
-    return f"{last_first}_{'late_' if late else ''}{user}_{attachment}_{file}"
+def canvas_name(last_first: str, user: int, attachment: int, file: str, late: bool = False) -> str:
+    """Canvas's name for a submitted file (instructure/canvas-lms ``lib/content_zipper.rb`` at
+    05e9653c12, ``get_filename`` and ``add_upload_submission``: ``[name, "LATE", user_id]``
+    joined with ``_`` and stripped of non-word characters, then ``_ATTACHMENTID_DISPLAYNAME``;
+    the name is the sortable name lower-cased, its underscores kept)."""
+    return f"{last_first}_{'LATE_' if late else ''}{user}_{attachment}_{file}"
+
+
+def canvas_anonymous_name(anonymous_id: str, attachment: int, file: str, late: bool = False) -> str:
+    """The same with anonymous grading: no name, and ``anon_`` with the submission's anonymous
+    id in place of the user id (``get_filename``: ``[nil, "LATE", "anon_#{anonymous_id}"]``)."""
+    return f"{'LATE_' if late else ''}anon_{anonymous_id}_{attachment}_{file}"
 
 
 def moodle_folder(full_name: str, participant: int, before_41: bool = False) -> str:

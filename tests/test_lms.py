@@ -21,6 +21,7 @@ from grader.paths import CourseError, db_url
 from tests.conftest import REPO
 from tests.lms_archives import (
     NOTEBOOK,
+    canvas_anonymous_name,
     canvas_name,
     moodle_flat,
     moodle_folder,
@@ -129,7 +130,7 @@ def test_canvas_download_is_collected(course_root: Path, tmp_path: Path) -> None
         assert gb.find_student("jdoe").lms_user_id == "1002"
         assert gb.find_student("1004").lms_user_id == "1004"
     record = collect.read_record(course_root, A)
-    assert record["students"]["jdoe"]["prefix"] == "doejohn_late_1002_502_"
+    assert record["students"]["jdoe"]["prefix"] == "doejohn_LATE_1002_502_"
 
 
 def test_canvas_download_in_a_folder_and_collected_again(course_root: Path, tmp_path: Path) -> None:
@@ -148,27 +149,41 @@ def test_canvas_download_in_a_folder_and_collected_again(course_root: Path, tmp_
 def test_canvas_anonymous_download_and_names_with_underscores(
     course_root: Path, tmp_path: Path
 ) -> None:
-    """Anonymous grading: ``anon_[late_]ANONYMOUSID_...``, no name, no user id (collected under
-    ``anon_ID``, not put in the roster as a Canvas user). A sortable name keeps its underscores
-    (``o_brienmary``) and is still read to the user id."""
+    """Anonymous grading: ``[LATE_]anon_ID_...``, no name, no user id (collected under
+    ``anon_ID``, not put in the roster as a Canvas user); an older Canvas's anonymous download
+    (the user id, no name). A sortable name keeps its underscores (``o_brien_mary``) and is
+    still read to the user id; an older Canvas's lower-case ``late`` is read too."""
     files = {
-        canvas_name("anon", "x7k2p", 601, f"{NOTEBOOK}.ipynb"): notebook_bytes("anon 1"),
-        canvas_name("anon", "q9w3e", 602, f"{NOTEBOOK}.ipynb", late=True): notebook_bytes("anon 2"),
+        canvas_anonymous_name("x7k2P", 601, f"{NOTEBOOK}.ipynb"): notebook_bytes("anon 1"),
+        canvas_anonymous_name("Q9w3e", 602, f"{NOTEBOOK}.ipynb", late=True): notebook_bytes("a2"),
         canvas_name("smith_jane", 1001, 603, f"{NOTEBOOK}.ipynb"): notebook_bytes("jane"),
-        canvas_name("o_brien_mary", 1010, 604, f"{NOTEBOOK}-2.ipynb"): notebook_bytes("mary"),
+        f"o_brien_mary_late_1010_604_{NOTEBOOK}-2.ipynb": notebook_bytes("mary"),
     }
     done = collect.collect(course_root, A, write_zip(tmp_path / "anon.zip", files), "canvas")
     taken = {t.student: t for t in done.taken}
-    assert sorted(taken) == ["1010", "anon_q9w3e", "anon_x7k2p", "jsmith"]
-    assert marker(course_root, "anon_x7k2p") == "# anon 1"
-    assert taken["anon_q9w3e"].late and not taken["anon_x7k2p"].late
+    assert sorted(taken) == ["1010", "anon_Q9w3e", "anon_x7k2P", "jsmith"], done.skipped
+    assert marker(course_root, "anon_x7k2P") == "# anon 1"
+    assert taken["anon_Q9w3e"].late and not taken["anon_x7k2P"].late
     assert marker(course_root, "jsmith") == "# jane"  # by her Canvas id, underscore and all
-    assert taken["1010"].name == "o_brien_mary" and marker(course_root, "1010") == "# mary"
+    assert taken["1010"].name == "o_brien_mary" and taken["1010"].late
+    assert marker(course_root, "1010") == "# mary"
     with Gradebook(db_url(course_root)) as gb:
-        assert gb.find_student("anon_x7k2p").lms_user_id is None  # no Canvas user id
+        assert gb.find_student("anon_x7k2P").lms_user_id is None  # no Canvas user id
         assert gb.find_student("1010").lms_user_id == "1010"
     record = collect.read_record(course_root, A)["students"]
-    assert record["anon_q9w3e"]["prefix"] == "anon_late_q9w3e_602_"
+    assert record["anon_Q9w3e"]["prefix"] == "LATE_anon_Q9w3e_602_"
+
+
+def test_canvas_older_anonymous_download_names_no_one(course_root: Path, tmp_path: Path) -> None:
+    """Older Canvas, graded anonymously: ``[LATE_]USERID_...``, the user id without a name."""
+    files = {
+        f"LATE_1003_605_{NOTEBOOK}.ipynb": notebook_bytes("ann"),
+        "1010_606_2_masks.ipynb": notebook_bytes("mary"),  # her file: 2_masks.ipynb
+    }
+    done = collect.collect(course_root, A, write_zip(tmp_path / "old.zip", files), "canvas")
+    taken = sorted((t.student, t.late, t.notes[0]) for t in done.taken)
+    assert taken == [("1003", True, "not in the roster: collected under the Canvas id"),
+                     ("1010", False, "renamed from 2_masks.ipynb")]  # fmt: skip
 
 
 def test_a_download_of_nobody_says_so(
@@ -343,7 +358,7 @@ def test_collect_command_prints_the_report_and_one_line_errors(
     assert main(["--root", str(course_root), "collect", A, str(archive), "--lms", "canvas"]) == 0
     out = capsys.readouterr().out
     assert "Canvas download of a_masks: 4 collected" in out
-    assert "jdoe: doejohn_late_1002_502_masks_and_positions-1.ipynb" in out
+    assert "jdoe: doejohn_LATE_1002_502_masks_and_positions-1.ipynb" in out
     assert "skipped 9 file(s):" in out
     moodle = ["--root", str(course_root), "collect", A, str(archive), "--lms", "moodle"]
     assert main(moodle) == 1  # a Canvas download read as Moodle's: nothing collected
@@ -378,7 +393,7 @@ def test_feedback_zip_names_each_file_for_the_lms(
     assert packed == ["jdoe", "jsmith"]
     assert left == [f"stranger (not in the {lms.title()} download)"]
     expected = {
-        "canvas": [f"doejohn_late_1002_502_{NOTEBOOK}_feedback.html",
+        "canvas": [f"doejohn_LATE_1002_502_{NOTEBOOK}_feedback.html",
                    f"smithjane_1001_501_{NOTEBOOK}_feedback.html"],
         "moodle": [f"Jane Smith_71_assignsubmission_file/{NOTEBOOK}_feedback.html",
                    f"John Doe_72_assignsubmission_file/{NOTEBOOK}_feedback.html"],

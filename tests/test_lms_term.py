@@ -147,6 +147,6 @@ def test_a_term_on_canvas(tmp_path: Path, capsys: pytest.CaptureFixture) -> None
     assert read_names(root / f"feedback-{A}-canvas.zip") == [
         f"last1first1_2001_1_{NOTEBOOK}_feedback.html",
         f"last2first2_2002_2_{NOTEBOOK}_feedback.html",
-        f"last3first3_late_2003_3_{NOTEBOOK}_feedback.html",
+        f"last3first3_LATE_2003_3_{NOTEBOOK}_feedback.html",
         f"last4first4_2004_4_{NOTEBOOK}_feedback.html",
     ]

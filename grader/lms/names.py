@@ -3,15 +3,16 @@
 Each LMS is an nbgrader ``FileNameCollectorPlugin`` whose ``named_regexp`` reads the student's
 LMS id and the file's own name from a path; :func:`parse` turns a match into a :class:`LmsFile`.
 
-- Canvas ("Download Submissions", ``app/models/content_zipper.rb`` of instructure/canvas-lms:
-  ``get_filename``, ``add_upload_submission``, ``sanitize_file_name``): one flat folder of
-  ``NAME_[late_]USERID_ATTACHMENTID_FILENAME``. NAME is the student's sortable name with every
-  non-word character removed and lower-cased (``smithjane``); an underscore is a word character,
-  so NAME may keep one (``o_brienmary``; Canvas only removes a ``_digits_`` run from it). With
-  anonymous grading the name is ``anon`` and the user id the submission's anonymous id
-  (letters and digits: ``anon_x7k2p_4455_FILE``). A file uploaded again under the same name is
-  ``NAME-1.ipynb``, ``NAME-2.ipynb``, ... (the highest number is the latest). Canvas marks a late
-  submission (``LATE``, lower-cased with the rest) but gives no time.
+- Canvas ("Download Submissions", ``lib/content_zipper.rb`` of instructure/canvas-lms at
+  05e9653c12: ``get_filename``, ``add_upload_submission``, ``sanitize_user_name``): one flat
+  folder of ``NAME_[LATE_]USERID_ATTACHMENTID_FILENAME``. NAME is the student's sortable name
+  lower-cased with every non-word character removed (``smithjane``); an underscore is a word
+  character, so NAME may keep one (``o_brienmary``; Canvas only removes a ``_digits_`` run from
+  it). With anonymous grading there is no NAME and the id is ``anon_`` and the submission's
+  anonymous id: ``[LATE_]anon_x7k2P_ATTACHMENTID_FILENAME`` (older Canvas wrote the user id
+  without the name, and lower-cased the whole prefix: ``late`` is read as well). A file
+  uploaded again under the same name is ``NAME-1.ipynb``, ``NAME-2.ipynb``, ... (the highest
+  number is the latest). Canvas marks a late submission but gives no time.
 - Moodle ("Download all submissions", ``mod/assign/locallib.php`` ``download_submissions``): a
   folder per participant, ``Full Name_ID_assignsubmission_file/FILENAME`` since Moodle 4.1 and
   ``Full Name_ID_assignsubmission_file_/FILENAME`` before (Moodle's own feedback import,
@@ -31,17 +32,18 @@ from nbgrader.plugins import FileNameCollectorPlugin
 from traitlets import Unicode
 
 ANY_FOLDER = r"(?:.*/)?"
-LATE = r"(?:(?P<late>[Ll][Aa][Tt][Ee])_)?"
-ANONYMOUS = "anon"  # Canvas's name for every student of an anonymously graded assignment
+LATE = r"[Ll][Aa][Tt][Ee]"
+ANONYMOUS = "anon_"  # Canvas's id of a student of an anonymously graded assignment
 
 
 class CanvasFileNames(FileNameCollectorPlugin):
-    """Canvas's ``name_[late_]userid_attachmentid_file[-N].ext``, ``anon_[late_]anonid_...``."""
+    """Canvas's ``name_[LATE_]userid_attachmentid_file[-N].ext`` and, graded anonymously,
+    ``[LATE_]anon_ID_attachmentid_file[-N].ext``."""
 
     named_regexp = Unicode(
-        ANY_FOLDER + r"(?P<name>[^/]+?)_" + LATE + r"(?P<student_id>\d+|(?<=anon_)[A-Za-z0-9]+"
-        r"|(?<=anon_late_)[A-Za-z0-9]+)_(?P<submission_id>\d+)_(?P<file_id>[^/]+?)"
-        r"(?:-(?P<attempt>\d+))?(?P<ext>\.[^./]+)?$"
+        ANY_FOLDER + rf"(?:(?P<anon_late>{LATE})_(?=anon_))?(?:(?!anon_|\d+_)(?P<name>[^/]+?)_)?"
+        rf"(?:(?P<late>{LATE})_)?(?P<student_id>\d+|anon_[A-Za-z0-9]+)_(?P<submission_id>\d+)_"
+        r"(?P<file_id>[^/]+?)(?:-(?P<attempt>\d+))?(?P<ext>\.[^./]+)?$"
     ).tag(config=True)
 
 
@@ -83,20 +85,21 @@ def parse(lms: str, relative: str) -> LmsFile | None:
     match = found.groupdict()
     own = match["file_id"] + (f"-{match['attempt']}" if match.get("attempt") else "")
     full = relative.rsplit("/", 1)[-1]
-    anonymous = lms == "canvas" and (
-        match["name"] == ANONYMOUS or not match["student_id"].isdigit()
-    )
+    name = match["name"] or ""
+    late = bool(match.get("late") or match.get("anon_late"))
+    if lms == "canvas" and name.lower() == "late" and not late:  # [LATE_]userid_..., no name
+        name, late = "", True
     return LmsFile(
         path=relative,
-        lms_id=f"{ANONYMOUS}_{match['student_id']}" if anonymous else match["student_id"],
-        name="" if anonymous else match["name"],
+        lms_id=match["student_id"],
+        name=name,
         stem=match["file_id"],
         ext=(match["ext"] or "").lower(),
         attempt=int(match.get("attempt") or 0),
         submission_id=int(match.get("submission_id") or 0),
-        late=bool(match.get("late")),
+        late=late,
         prefix=_prefix(lms, match, own + (match["ext"] or ""), full),
-        anonymous=anonymous,
+        anonymous=match["student_id"].startswith(ANONYMOUS),
     )
 
 

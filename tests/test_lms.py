@@ -17,6 +17,7 @@ from nbgrader.api import Gradebook
 
 from grader.cli import main
 from grader.lms import collect, feedback_zip
+from grader.lms import worksheet as worksheet_dates
 from grader.paths import CourseError, db_url
 from tests.conftest import REPO
 from tests.lms_archives import (
@@ -256,6 +257,29 @@ def worksheet(tmp_path: Path, language: str = "en", shift: int = 0, delimiter: s
     with path.open("w", newline="", encoding="utf-8-sig") as handle:
         csv.writer(handle, delimiter=delimiter).writerows(rows)
     return path
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "Monday, 5 October 2026, 6:30 PM",  # en: %A, %d %B %Y, %I:%M %p
+        "Monday, October 5, 2026, 6:30 PM",  # en_us: %A, %B %d, %Y, %I:%M %p
+        "Montag, 5. Oktober 2026, 18:30",  # de: %A, %d. %B %Y, %H:%M
+        "lundi 5 octobre 2026, 18:30",  # fr: %A %d %B %Y, %H:%M
+        "lunes, 5 de octubre de 2026, 06:30 p. m.",  # es: %A, %d de %B de %Y, %I:%M %p
+        "понедельник, 5 октября 2026, 18:30",  # ru, the month in the genitive
+        "Pazartesi, 5 Ekim 2026, 18:30",  # tr
+        "2026年 10月 5日(月曜日) 18:30",  # year, month, day in numbers
+        "05.10.2026 18:30",  # day, month, year in numbers
+    ],
+)
+def test_moodle_dates_in_its_languages(written: str) -> None:
+    assert worksheet_dates.parse_moodle_date(written) == datetime(2026, 10, 5, 18, 30)
+
+
+@pytest.mark.parametrize("written", ["-", "Submitted", "10,00", "5 Smarch 2026, 18:30"])
+def test_what_is_not_a_moodle_date(written: str) -> None:
+    assert worksheet_dates.parse_moodle_date(written) is None
 
 
 @pytest.mark.parametrize("form", ["4.1", "4.0", "flat"])

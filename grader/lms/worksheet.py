@@ -121,18 +121,24 @@ def parse_moodle_date(text: str) -> datetime | None:
     if clock is None or year is None:
         return None
     rest = plain[: clock.start()] + " " + plain[clock.end() :]
-    rest = rest.replace(year.group(1), " ")
-    words = re.findall(r"[^\W\d_]+", rest)
+    before, _, after = rest.partition(year.group(1))
+    words = re.findall(r"[^\W\d_]+", before + " " + after)
     month = next((MONTH_OF[w] for w in words if w in MONTH_OF), None)
-    day = re.search(r"(?<!\d)(\d{1,2})(?!\d)", rest)
-    if month is None or day is None:
+    numbers = re.findall(r"(?<!\d)\d{1,2}(?!\d)", before + " " + after)
+    if month is None and len(numbers) == 2:  # no month name: 2026年 10月 5日, 05.10.2026
+        month_first = not re.search(r"\d", before)  # the year first: year, month, day
+        month, numbers = (
+            (int(numbers[0]), numbers[1:]) if month_first else (int(numbers[1]), numbers[:1])
+        )
+    if month is None or not numbers:
         return None
+    day = numbers[0]
     hour, minute = int(clock.group(1)), int(clock.group(2))
     marker = re.match(r"\s*([ap])\.?\s?m\b\.?", plain[clock.end() :])
     if marker:
         hour = hour % 12 + (12 if marker.group(1) == "p" else 0)
     try:
-        return datetime(int(year.group(1)), month, int(day.group(1)), hour, minute)
+        return datetime(int(year.group(1)), month, int(day), hour, minute)
     except ValueError:
         return None
 

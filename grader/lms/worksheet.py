@@ -17,7 +17,9 @@ Moodle's core repository ships English only; the other headers below are from th
 packs as published in projectestac/moodle-langpacks (``LANG/assign.php``). A worksheet in another
 language is still read: the identifier by its cells (a label and a number), the email by its
 ``@``, and the submission time as the first column whose cells are all Moodle dates (the column
-before "Last modified (grade)", which is the order above).
+before "Last modified (grade)", which is the order above). Dates with a month name are read in
+the languages of :data:`MONTHS`; dates in numbers alone as year, month, day when the year comes
+first (the CJK packs) and as day, month, year when it comes last.
 """
 
 from __future__ import annotations

@@ -326,6 +326,19 @@ def test_worksheet_in_the_teachers_zone_and_language(
     assert datetime.fromisoformat(zoe) == datetime(2026, 10, 5, 16, 0)
 
 
+def test_collect_command_takes_the_teachers_zone(
+    course_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    argv = ["--root", str(course_root), "collect", A, str(moodle_download(tmp_path)), "--lms",
+            "moodle", "--worksheet", str(worksheet(tmp_path, "de", 2, ";"))]  # fmt: skip
+    assert main([*argv, "--timezone", "Europe/Berlin"]) == 0
+    out = capsys.readouterr().out
+    assert "jdoe: John Doe_72_assignsubmission_file/masks.ipynb -> " in out
+    assert "late (submitted 2026-10-05 18:30:00 UTC)" in out
+    assert main([*argv, "--timezone", "Berlin"]) == 2
+    assert "unknown time zone 'Berlin'" in capsys.readouterr().err
+
+
 def test_worksheet_read_in_utc_would_be_wrong(course_root: Path, tmp_path: Path) -> None:
     """Berlin's 18:00 (16:00 UTC, on time) read as UTC is an hour late: the zone matters."""
     sheet = worksheet(tmp_path, "de", 2)

@@ -7,6 +7,8 @@ course collect ASSIGNMENT ZIP --lms canvas|moodle   an LMS download into submitt
 course feedback ASSIGNMENT [--zip]       feedback HTML without hidden tests (--zip: for the LMS)
 course grades [--csv PATH]               grade table (student x notebook) and CSV
 course grades --lms canvas|moodle [--out FILE]   the grades as the LMS imports them
+   [--gradebook EXPORT.csv] [--assignment NAME] [--missing skip|blank|zero]   ... filled into
+                                         the LMS's own gradebook export
 course demo [ASSIGNMENT...] [--jobs N] [--all]   release, the demo class (representative;
                                          --all: every demo student), autograde, feedback, grades
 course workers start|stop|status [--jobs N] [--idle MINUTES]   warm workers kept between runs
@@ -115,6 +117,12 @@ def _collect_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--worksheet", type=Path, help="Moodle's grading worksheet (CSV): submission times"
     )
+    p.add_argument(
+        "--timezone",
+        metavar="ZONE",
+        help="the time zone of the worksheet's times, your Moodle profile's (e.g. Europe/Berlin; "
+        "default: this machine's)",
+    )
 
 
 def _lab_parser(sub: argparse._SubParsersAction) -> None:
@@ -150,10 +158,25 @@ def _lms_grade_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lms", choices=LMS_NAMES, help="write the CSV this LMS imports instead")
     p.add_argument("--out", type=Path, help="with --lms: the file (default: ROOT/grades-LMS.csv)")
     p.add_argument(
+        "--gradebook",
+        type=Path,
+        metavar="EXPORT.csv",
+        help="with --lms: the LMS's own gradebook export (Canvas's, or Moodle's export or "
+        "grading worksheet), filled in and written to --out for import as it is",
+    )
+    p.add_argument(
+        "--assignment",
+        action="append",
+        metavar="NAME[=COLUMN]",
+        help="with --lms: export this assignment (repeatable or comma separated; default: each "
+        "one with a submission); =COLUMN names its column in --gradebook",
+    )
+    p.add_argument(
         "--missing",
-        choices=["zero", "empty"],
-        default="zero",
-        help="with --lms: a student who submitted nothing gets 0 (default) or an empty cell",
+        choices=["skip", "blank", "zero", "empty"],
+        default="skip",
+        help="with --lms: a student who submitted nothing: skip (default: the cell is left as "
+        "the gradebook has it, empty in a new file), blank, or zero",
     )
 
 
@@ -197,8 +220,11 @@ def run(args: argparse.Namespace) -> int:
         print(_workers_command(root, args))
     elif args.command in ("collect", "feedback") or getattr(args, "lms", None):
         return _lms_command(root, args)
-    elif args.command == "grades" and args.out:
-        raise CourseError("--out goes with --lms canvas|moodle (the grade table's CSV: --csv)")
+    elif args.command == "grades" and (args.out or args.gradebook or args.assignment):
+        raise CourseError(
+            "--out, --gradebook and --assignment go with --lms canvas|moodle (the grade "
+            "table's CSV: --csv)"
+        )
     elif args.command == "grades":
         rows = pipeline.grade_rows(root)
         print(pipeline.format_grade_table(rows))
@@ -230,7 +256,9 @@ def _lms_command(root: Path, args: argparse.Namespace) -> int:
     from grader.lms import collect, export, feedback_zip  # (nbgrader too)
 
     if args.command == "collect":
-        done = collect.collect(root, args.assignment, args.zip, args.lms, args.worksheet)
+        done = collect.collect(
+            root, args.assignment, args.zip, args.lms, args.worksheet, args.timezone
+        )
         print(collect.format_report(done))
         return 0 if done.taken else 1
     elif args.command == "feedback":
@@ -242,8 +270,17 @@ def _lms_command(root: Path, args: argparse.Namespace) -> int:
                 print(f"  not packed: {line}")
     else:
         out = args.out or root / f"grades-{args.lms}.csv"
-        path = export.export(root, args.lms, out, missing=args.missing)
+        chosen = [
+            name
+            for given in args.assignment or []
+            for name in ([given] if "=" in given else given.split(","))  # a header may hold ","
+            if name.strip()
+        ]
+        path, left = export.export(root, args.lms, out, args.missing, chosen, args.gradebook)
         print(f"grades written to {path} for import into {args.lms.title()}")
+        for line in left:
+            print(f"  not written: {line}")
+        return 1 if left else 0
     return 0
 
 

@@ -1,4 +1,6 @@
-"""Realistic LMS downloads built by the tests: Canvas's flat zip and Moodle's folders."""
+"""Realistic LMS downloads built by the tests: Canvas's flat zip and Moodle's folders, each
+named as the LMS's own code names them (the file and version each helper follows is in its
+docstring)."""
 
 from __future__ import annotations
 
@@ -55,10 +57,28 @@ def zip_bytes(files: dict[str, bytes]) -> bytes:
 
 
 def canvas_name(last_first: str, user: int, attachment: int, file: str, late: bool = False) -> str:
-    """Canvas's name for a submitted file."""
+    """Canvas's name for a submitted file (instructure/canvas-lms ``lib/content_zipper.rb`` at
+    05e9653c12, ``get_filename`` and ``add_upload_submission``: ``[name, "LATE", user_id]``
+    joined with ``_`` and stripped of non-word characters, then ``_ATTACHMENTID_DISPLAYNAME``;
+    the name is the sortable name lower-cased, its underscores kept)."""
     return f"{last_first}_{'LATE_' if late else ''}{user}_{attachment}_{file}"
 
 
-def moodle_folder(full_name: str, participant: int) -> str:
-    """Moodle's folder of a participant's files."""
-    return f"{full_name}_{participant}_assignsubmission_file_/"
+def canvas_anonymous_name(anonymous_id: str, attachment: int, file: str, late: bool = False) -> str:
+    """The same with anonymous grading: no name, and ``anon_`` with the submission's anonymous
+    id in place of the user id (``get_filename``: ``[nil, "LATE", "anon_#{anonymous_id}"]``)."""
+    return f"{'LATE_' if late else ''}anon_{anonymous_id}_{attachment}_{file}"
+
+
+def moodle_folder(full_name: str, participant: int, before_41: bool = False) -> str:
+    """Moodle's folder of a participant's files: ``Full Name_ID_assignsubmission_file/`` since
+    Moodle 4.1, with a trailing underscore before (moodle/moodle
+    ``mod/assign/feedback/file/importziplib.php`` at 0203d8f260, which reads both back;
+    ``mod/assign/locallib.php`` ``download_submissions`` writes them)."""
+    return f"{full_name}_{participant}_assignsubmission_file{'_' if before_41 else ''}/"
+
+
+def moodle_flat(full_name: str, participant: int, file: str) -> str:
+    """Moodle's name of a file downloaded without folders (the "Download submissions in
+    folders" preference off): ``Full Name_ID_assignsubmission_file_FILE``."""
+    return f"{full_name}_{participant}_assignsubmission_file_{file}"

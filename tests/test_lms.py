@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import csv
 import shutil
-import subprocess
-import sys
 import warnings
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -18,12 +16,15 @@ import pytest
 from nbgrader.api import Gradebook
 
 from grader.cli import main
-from grader.lms import collect, export, feedback_zip
+from grader.lms import collect, feedback_zip
+from grader.lms import worksheet as worksheet_dates
 from grader.paths import CourseError, db_url
 from tests.conftest import REPO
 from tests.lms_archives import (
     NOTEBOOK,
+    canvas_anonymous_name,
     canvas_name,
+    moodle_flat,
     moodle_folder,
     notebook_bytes,
     read_names,
@@ -36,8 +37,7 @@ A = "a_masks"
 DUE = datetime(2026, 10, 5, 17, 0, 0)
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def build_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A course with A released and in the gradebook (due date set), and a roster of three."""
     root = tmp_path_factory.mktemp("template") / "course"
     for folder in ("source", "release"):
@@ -53,6 +53,11 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
         gb.update_or_create_student("alee", first_name="Ann", last_name="Lee",
                                     email="ann@uni.example")  # fmt: skip
     return root
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_template(tmp_path_factory)
 
 
 @pytest.fixture
@@ -142,10 +147,66 @@ def test_canvas_download_in_a_folder_and_collected_again(course_root: Path, tmp_
     ]
 
 
-def moodle_download(tmp_path: Path, folders: bool = True) -> Path:
+def test_canvas_anonymous_download_and_names_with_underscores(
+    course_root: Path, tmp_path: Path
+) -> None:
+    """Anonymous grading: ``[LATE_]anon_ID_...``, no name, no user id (collected under
+    ``anon_ID``, not put in the roster as a Canvas user); an older Canvas's anonymous download
+    (the user id, no name). A sortable name keeps its underscores (``o_brien_mary``) and is
+    still read to the user id; an older Canvas's lower-case ``late`` is read too."""
+    files = {
+        canvas_anonymous_name("x7k2P", 601, f"{NOTEBOOK}.ipynb"): notebook_bytes("anon 1"),
+        canvas_anonymous_name("Q9w3e", 602, f"{NOTEBOOK}.ipynb", late=True): notebook_bytes("a2"),
+        canvas_name("smith_jane", 1001, 603, f"{NOTEBOOK}.ipynb"): notebook_bytes("jane"),
+        f"o_brien_mary_late_1010_604_{NOTEBOOK}-2.ipynb": notebook_bytes("mary"),
+    }
+    done = collect.collect(course_root, A, write_zip(tmp_path / "anon.zip", files), "canvas")
+    taken = {t.student: t for t in done.taken}
+    assert sorted(taken) == ["1010", "anon_Q9w3e", "anon_x7k2P", "jsmith"], done.skipped
+    assert marker(course_root, "anon_x7k2P") == "# anon 1"
+    assert taken["anon_Q9w3e"].late and not taken["anon_x7k2P"].late
+    assert marker(course_root, "jsmith") == "# jane"  # by her Canvas id, underscore and all
+    assert taken["1010"].name == "o_brien_mary" and taken["1010"].late
+    assert marker(course_root, "1010") == "# mary"
+    with Gradebook(db_url(course_root)) as gb:
+        assert gb.find_student("anon_x7k2P").lms_user_id is None  # no Canvas user id
+        assert gb.find_student("1010").lms_user_id == "1010"
+    record = collect.read_record(course_root, A)["students"]
+    assert record["anon_Q9w3e"]["prefix"] == "LATE_anon_Q9w3e_602_"
+
+
+def test_canvas_older_anonymous_download_names_no_one(course_root: Path, tmp_path: Path) -> None:
+    """Older Canvas, graded anonymously: ``[LATE_]USERID_...``, the user id without a name."""
+    files = {
+        f"LATE_1003_605_{NOTEBOOK}.ipynb": notebook_bytes("ann"),
+        "1010_606_2_masks.ipynb": notebook_bytes("mary"),  # her file: 2_masks.ipynb
+    }
+    done = collect.collect(course_root, A, write_zip(tmp_path / "old.zip", files), "canvas")
+    taken = sorted((t.student, t.late, t.notes[0]) for t in done.taken)
+    assert taken == [("1003", True, "not in the roster: collected under the Canvas id"),
+                     ("1010", False, "renamed from 2_masks.ipynb")]  # fmt: skip
+
+
+def test_a_download_of_nobody_says_so(
+    course_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    archive = write_zip(tmp_path / "other.zip", {"notes/lecture1.ipynb": notebook_bytes("x")})
+    argv = ["--root", str(course_root), "collect", A, str(archive), "--lms", "moodle"]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert "Moodle download of a_masks: 0 collected" in out
+    assert "notes/lecture1.ipynb: not named as Moodle names submissions" in out
+    assert "nothing collected: is this the assignment's Moodle download?" in out
+
+
+def moodle_download(tmp_path: Path, form: str = "4.1") -> Path:
+    """Moodle's download in one of its forms: folders since 4.1, folders before 4.1 (a
+    trailing underscore), or flat (tests/lms_archives.py says what each follows)."""
+
     def name(full: str, number: int, file: str) -> str:
-        folder = moodle_folder(full, number)
-        return folder + file if folders else folder.rstrip("/") + file
+        if form == "flat":
+            return moodle_flat(full, number, file)
+        return moodle_folder(full, number, before_41=form == "4.0") + file
 
     files = {
         name("Jane Smith", 71, f"{NOTEBOOK}.ipynb"): notebook_bytes("jane"),
@@ -154,30 +215,77 @@ def moodle_download(tmp_path: Path, folders: bool = True) -> Path:
         name("Ann Lee", 73, f"{NOTEBOOK}.ipynb"): notebook_bytes("ann"),
         name("Ann Lee", 73, "copy.ipynb"): notebook_bytes("ann copy"),
         name("Zoe New", 74, "x.ipynb"): notebook_bytes("zoe"),
-        "Zoe New_74_assignsubmission_onlinetext_/onlinetext.html": b"<p>hi</p>",
+        "Zoe New_74_assignsubmission_onlinetext/onlinetext.html": b"<p>hi</p>",
     }
     return write_zip(tmp_path / "moodle.zip", files)
 
 
-def worksheet(tmp_path: Path) -> Path:
-    path = tmp_path / "worksheet.csv"
-    day = "Monday, 5 October 2026"
-    rows = [
-        ["Identifier", "Full name", "Email address", "Status", "Last modified (submission)"],
-        ["Participant 71", "Jane Smith", "jane@uni.example", "Submitted", f"{day}, 9:15 AM"],
-        ["Participant 72", "John Doe", "john@uni.example", "Submitted", f"{day}, 6:30 PM"],
-        ["Participant 73", "Ann Lee", "ann@uni.example", "Submitted", "-"],
-        ["Participant 74", "Zoe New", "zoe@uni.example", "Submitted", f"{day}, 4:00 PM"],
-    ]
-    with path.open("w", newline="") as handle:
-        csv.writer(handle).writerows(rows)
+# The grading worksheet's columns (mod/assign/gradingtable.php, downloading; moodle/moodle
+# 1494620bfb) in English and German (projectestac/moodle-langpacks de/assign.php, moodle.php);
+# the times as userdate() writes them with the language's strftimedaydatetime (langconfig.php).
+SHEET_HEADERS = {
+    "en": ["Identifier", "Full name", "Email address", "Status", "Grade", "Maximum grade",
+           "Grade can be changed", "Last modified (submission)", "Last modified (grade)",
+           "Feedback comments"],
+    "de": ["ID", "Vollständiger Name", "E-Mail-Adresse", "Status", "Bewertung", "Bestwertung",
+           "Bewertung kann geändert werden", "Zuletzt geändert (Abgabe)",
+           "Zuletzt geändert (Bewertung)", "Feedback als Kommentar"],
+    # a language this reader knows no header of: the columns are found by their place
+    "xx": ["c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9", "c10"],
+}  # fmt: skip
+SHEET_LABEL = {"en": "Participant ", "de": "Teilnehmer/in ", "xx": "Uczestnik "}
+SHEET_TIME = {  # Monday 5 October 2026, (hour, minute) as each language writes it
+    "en": lambda h, m: f"Monday, 5 October 2026, {(h - 1) % 12 + 1}:{m:02} {'AP'[h >= 12]}M",
+    "de": lambda h, m: f"Montag, 5. Oktober 2026, {h:02}:{m:02}",
+    "xx": lambda h, m: f"poniedziałek, 5 października 2026, {h:02}:{m:02}",
+}  # fmt: skip
+
+
+def worksheet(tmp_path: Path, language: str = "en", shift: int = 0, delimiter: str = ",") -> Path:
+    """Moodle's grading worksheet; the times written ``shift`` hours ahead of UTC (the
+    teacher's zone), the grades' times a day later."""
+    path = tmp_path / f"worksheet-{language}.csv"
+    label, when = SHEET_LABEL[language], SHEET_TIME[language]
+    people = [(71, "Jane Smith", "jane", (9, 15)), (72, "John Doe", "john", (18, 30)),
+              (73, "Ann Lee", "ann", None), (74, "Zoe New", "zoe", (16, 0))]  # fmt: skip
+    rows = [SHEET_HEADERS[language]]
+    for number, name, mail, utc in people:
+        sent = when(utc[0] + shift, utc[1]) if utc else "-"
+        graded = when(10, 0).replace(" 5", " 6", 1) if utc else "-"
+        rows.append([f"{label}{number}", name, f"{mail}@uni.example", "Submitted", "", "10,00",
+                     "Yes", sent, graded, "Good start.\nSee the mask, line 3."])  # fmt: skip
+    with path.open("w", newline="", encoding="utf-8-sig") as handle:
+        csv.writer(handle, delimiter=delimiter).writerows(rows)
     return path
 
 
-@pytest.mark.parametrize("folders", [True, False], ids=["folders", "flat"])
-def test_moodle_download_is_collected(course_root: Path, tmp_path: Path, folders: bool) -> None:
-    archive = moodle_download(tmp_path, folders)
-    done = collect.collect(course_root, A, archive, "moodle", worksheet(tmp_path))
+@pytest.mark.parametrize(
+    "written",
+    [
+        "Monday, 5 October 2026, 6:30 PM",  # en: %A, %d %B %Y, %I:%M %p
+        "Monday, October 5, 2026, 6:30 PM",  # en_us: %A, %B %d, %Y, %I:%M %p
+        "Montag, 5. Oktober 2026, 18:30",  # de: %A, %d. %B %Y, %H:%M
+        "lundi 5 octobre 2026, 18:30",  # fr: %A %d %B %Y, %H:%M
+        "lunes, 5 de octubre de 2026, 06:30 p. m.",  # es: %A, %d de %B de %Y, %I:%M %p
+        "понедельник, 5 октября 2026, 18:30",  # ru, the month in the genitive
+        "Pazartesi, 5 Ekim 2026, 18:30",  # tr
+        "2026年 10月 5日(月曜日) 18:30",  # year, month, day in numbers
+        "05.10.2026 18:30",  # day, month, year in numbers
+    ],
+)
+def test_moodle_dates_in_its_languages(written: str) -> None:
+    assert worksheet_dates.parse_moodle_date(written) == datetime(2026, 10, 5, 18, 30)
+
+
+@pytest.mark.parametrize("written", ["-", "Submitted", "10,00", "5 Smarch 2026, 18:30"])
+def test_what_is_not_a_moodle_date(written: str) -> None:
+    assert worksheet_dates.parse_moodle_date(written) is None
+
+
+@pytest.mark.parametrize("form", ["4.1", "4.0", "flat"])
+def test_moodle_download_is_collected(course_root: Path, tmp_path: Path, form: str) -> None:
+    archive = moodle_download(tmp_path, form)
+    done = collect.collect(course_root, A, archive, "moodle", worksheet(tmp_path), "UTC")
     taken = {t.student: t for t in done.taken}
     assert sorted(taken) == ["74", "alee", "jdoe", "jsmith"]
     assert marker(course_root, "jdoe") == "# john"  # renamed back from masks.ipynb
@@ -194,7 +302,62 @@ def test_moodle_download_is_collected(course_root: Path, tmp_path: Path, folders
         zoe = gb.find_student("74")
         assert (zoe.first_name, zoe.last_name, zoe.email) == ("Zoe", "New", "zoe@uni.example")
     prefix = collect.read_record(course_root, A)["students"]["jdoe"]["prefix"]
-    assert prefix == "John Doe_72_assignsubmission_file_"
+    assert prefix == "John Doe_72_assignsubmission_file" + ("" if form == "4.1" else "_")
+
+
+@pytest.mark.parametrize(
+    ("language", "zone", "shift", "delimiter"),
+    [("de", "Europe/Berlin", 2, ";"), ("xx", "America/Sao_Paulo", -3, ","),
+     ("en", "America/New_York", -4, ",")],
+)  # fmt: skip
+def test_worksheet_in_the_teachers_zone_and_language(
+    course_root: Path, tmp_path: Path, language: str, zone: str, shift: int, delimiter: str
+) -> None:
+    """The same submissions, written in the teacher's time zone (in October: Berlin UTC+2,
+    New York UTC-4, Sao Paulo UTC-3) and language, or with headers this reader does not know
+    (Polish dates: the columns found by their place)."""
+    sheet = worksheet(tmp_path, language, shift, delimiter)
+    done = collect.collect(course_root, A, moodle_download(tmp_path), "moodle", sheet, zone)
+    taken = {t.student: t for t in done.taken}
+    stamp = (submitted(course_root, "jdoe") / "timestamp.txt").read_text()
+    assert datetime.fromisoformat(stamp) == datetime(2026, 10, 5, 18, 30)  # in UTC
+    assert taken["jdoe"].late and not taken["jsmith"].late and not taken["74"].late
+    zoe = (submitted(course_root, "74") / "timestamp.txt").read_text()
+    assert datetime.fromisoformat(zoe) == datetime(2026, 10, 5, 16, 0)
+
+
+def test_collect_command_takes_the_teachers_zone(
+    course_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    argv = ["--root", str(course_root), "collect", A, str(moodle_download(tmp_path)), "--lms",
+            "moodle", "--worksheet", str(worksheet(tmp_path, "de", 2, ";"))]  # fmt: skip
+    assert main([*argv, "--timezone", "Europe/Berlin"]) == 0
+    out = capsys.readouterr().out
+    assert "jdoe: John Doe_72_assignsubmission_file/masks.ipynb -> " in out
+    assert "late (submitted 2026-10-05 18:30:00 UTC)" in out
+    assert main([*argv, "--timezone", "Berlin"]) == 2
+    assert "unknown time zone 'Berlin'" in capsys.readouterr().err
+
+
+def test_worksheet_read_in_utc_would_be_wrong(course_root: Path, tmp_path: Path) -> None:
+    """Berlin's 18:00 (16:00 UTC, on time) read as UTC is an hour late: the zone matters."""
+    sheet = worksheet(tmp_path, "de", 2)
+    done = collect.collect(course_root, A, moodle_download(tmp_path), "moodle", sheet, "UTC")
+    assert {t.student for t in done.taken if t.late} == {"jdoe", "74"}
+
+
+def test_worksheet_problems_are_explained(course_root: Path, tmp_path: Path) -> None:
+    archive = moodle_download(tmp_path)
+    with pytest.raises(CourseError, match="unknown time zone 'Mars/Olympus'"):
+        collect.collect(course_root, A, archive, "moodle", worksheet(tmp_path), "Mars/Olympus")
+    grades = tmp_path / "grades.csv"
+    grades.write_text("Name,Score\nJane,7\n")
+    with pytest.raises(CourseError, match="not Moodle's grading worksheet"):
+        collect.collect(course_root, A, archive, "moodle", grades, "UTC")
+    nothing = tmp_path / "nothing.csv"
+    nothing.write_text("Identifier,Full name,Status\nParticipant 71,Jane Smith,Submitted\n")
+    with pytest.raises(CourseError, match="no column of submission times"):
+        collect.collect(course_root, A, archive, "moodle", nothing, "UTC")
 
 
 @pytest.mark.parametrize(
@@ -251,84 +414,6 @@ def test_collect_command_prints_the_report_and_one_line_errors(
     assert "unknown assignment 'zz'" in capsys.readouterr().err
 
 
-def graded_gradebook(root: Path) -> None:
-    """A and B in the gradebook (10 points each) with scores: Jane 7 on A, John 9 on A but
-    late (penalty 4) and 5 on B, Ann nothing."""
-    with warnings.catch_warnings(), Gradebook(db_url(root)) as gb:
-        warnings.simplefilter("ignore")
-        gb.update_or_create_assignment("b_attention")
-        for assignment in (A, "b_attention"):
-            gb.update_or_create_notebook("nb", assignment)
-            gb.update_or_create_grade_cell("q", "nb", assignment, max_score=10, cell_type="code")
-        for assignment, student, points, penalty in [
-            (A, "jsmith", 7, 0), (A, "jdoe", 9, 4), ("b_attention", "jdoe", 5, 0)
-        ]:  # fmt: skip
-            late = DUE + timedelta(hours=1) if penalty else None  # A is due at DUE
-            gb.add_submission(assignment, student, timestamp=late)
-            grade = gb.find_grade("q", "nb", assignment, student)
-            grade.auto_score, grade.needs_manual_grade = points, False
-            gb.find_submission_notebook("nb", assignment, student).late_submission_penalty = penalty
-        gb.db.commit()
-
-
-def read_csv(path: Path) -> list[list[str]]:
-    with path.open(newline="") as handle:
-        return list(csv.reader(handle))
-
-
-def test_canvas_export(course_root: Path, tmp_path: Path) -> None:
-    graded_gradebook(course_root)
-    out = export.export(course_root, "canvas", tmp_path / "canvas.csv")
-    rows = read_csv(out)
-    assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", A, "b_attention"]
-    assert rows[1] == ["Points Possible", "", "", "", "", "10", "10"]
-    assert rows[2:] == [
-        ["Lee, Ann", "", "alee", "", "", "0", "0"],
-        ["Doe, John", "", "jdoe", "", "", "5", "5"],  # 9 less the late penalty of 4
-        ["Smith, Jane", "1001", "jsmith", "", "", "7", "0"],
-    ]
-
-
-def test_moodle_export_with_empty_cells_for_no_submission(
-    course_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture
-) -> None:
-    graded_gradebook(course_root)
-    out = tmp_path / "moodle.csv"
-    argv = ["--root", str(course_root), "grades", "--lms", "moodle", "--out", str(out)]
-    assert main([*argv, "--missing", "empty"]) == 0
-    assert "for import into Moodle" in capsys.readouterr().out
-    assert main(["--root", str(course_root), "grades", "--out", str(out)]) == 2
-    assert "--out goes with --lms" in capsys.readouterr().err
-    assert read_csv(out) == [
-        ["First name", "Last name", "ID number", "Email address", A, "b_attention"],
-        ["Ann", "Lee", "alee", "ann@uni.example", "", ""],
-        ["John", "Doe", "jdoe", "john@uni.example", "5", "5"],
-        ["Jane", "Smith", "jsmith", "jane@uni.example", "7", ""],
-    ]
-
-
-def test_nbgrader_export_runs_the_course_plugin(course_root: Path, tmp_path: Path) -> None:
-    """The same plugin through nbgrader's own command (``nbgrader export --exporter``)."""
-    graded_gradebook(course_root)
-    out = tmp_path / "via-nbgrader.csv"
-    command = [sys.executable, "-m", "nbgrader", "export",
-               "--exporter=grader.lms.export.CanvasExport", f"--to={out}"]  # fmt: skip
-    done = subprocess.run(command, cwd=course_root, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert read_csv(out) == read_csv(export.export(course_root, "canvas", tmp_path / "c.csv"))
-
-
-def test_export_without_students_says_what_to_do(course_root: Path, tmp_path: Path) -> None:
-    with Gradebook(db_url(course_root)) as gb:
-        for student in ("jsmith", "jdoe", "alee"):
-            gb.remove_student(student)
-    with pytest.raises(CourseError, match="nbgrader db student import"):
-        export.export(course_root, "canvas", tmp_path / "x.csv")
-    (course_root / "gradebook.db").unlink()
-    with pytest.raises(CourseError, match="no gradebook at"):
-        export.export(course_root, "canvas", tmp_path / "x.csv")
-
-
 @pytest.mark.parametrize("lms", ["canvas", "moodle"])
 def test_feedback_zip_names_each_file_for_the_lms(
     course_root: Path, tmp_path: Path, lms: str
@@ -347,8 +432,8 @@ def test_feedback_zip_names_each_file_for_the_lms(
     expected = {
         "canvas": [f"doejohn_LATE_1002_502_{NOTEBOOK}_feedback.html",
                    f"smithjane_1001_501_{NOTEBOOK}_feedback.html"],
-        "moodle": [f"Jane Smith_71_assignsubmission_file_/{NOTEBOOK}_feedback.html",
-                   f"John Doe_72_assignsubmission_file_/{NOTEBOOK}_feedback.html"],
+        "moodle": [f"Jane Smith_71_assignsubmission_file/{NOTEBOOK}_feedback.html",
+                   f"John Doe_72_assignsubmission_file/{NOTEBOOK}_feedback.html"],
     }  # fmt: skip
     assert read_names(path) == expected[lms]
 

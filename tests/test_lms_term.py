@@ -60,6 +60,23 @@ def submission(root: Path, mistake: str | None, blank: bool = False) -> bytes:
     return nbformat.writes(nb).encode()
 
 
+def canvas_export(path: Path) -> Path:
+    """Canvas's gradebook export of the class (``lib/gradebook_exporter.rb`` of
+    instructure/canvas-lms: ``Student, ID, SIS User ID, SIS Login ID, Section``, ``Title (id)``
+    per assignment, totals, a ``Points Possible`` row), as a German-locale user downloads it:
+    ``;`` separated, with a byte order mark. The SIS ids are not the course's ids: the rows are
+    found by Canvas user id."""
+    header = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section",
+              "Masks and positions (5501)", "Attention (5502)", "Final Score"]  # fmt: skip
+    rows = [header, ["    Points Possible", "", "", "", "", "20.0", "10.0", "(read only)"]]
+    for n in range(1, CLASS + 1):
+        rows.append([f"Last{n}, First{n}", str(2000 + n), f"SIS-{n:04}", f"s{n}@uni.example",
+                     "Main", "", "9.0", "90.0"])  # fmt: skip
+    with path.open("w", newline="", encoding="utf-8-sig") as handle:
+        csv.writer(handle, delimiter=";").writerows(rows)
+    return path
+
+
 def test_a_term_on_canvas(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     root = make_course_copy(tmp_path / "course")
     with (root / "nbgrader_config.py").open("a") as config:
@@ -99,7 +116,7 @@ def test_a_term_on_canvas(tmp_path: Path, capsys: pytest.CaptureFixture) -> None
         assert late.score == total and 0 < late.late_submission_penalty < total
 
     out = tmp_path / "canvas.csv"
-    assert main([*cli, "grades", "--lms", "canvas", "--out", str(out)]) == 0
+    assert main([*cli, "grades", "--lms", "canvas", "--out", str(out), "--missing", "zero"]) == 0
     with out.open(newline="") as handle:
         rows = list(csv.reader(handle))
     assert rows[0][:2] == ["Student", "ID"] and rows[0][5] == A
@@ -110,6 +127,20 @@ def test_a_term_on_canvas(tmp_path: Path, capsys: pytest.CaptureFixture) -> None
     assert 0 < scores["s02"][1] < total  # the transposed mask costs its tests and the answers
     assert scores["s03"][1] == 0  # late: the course's penalty takes it all
     assert scores["s04"][1] == 0 and scores["s30"] == ("2030", 0)
+
+    # the grades into the Canvas gradebook that the instructor exported
+    export, filled = canvas_export(tmp_path / "export.csv"), tmp_path / "import.csv"
+    column = "a_masks=Masks and positions (5501)"
+    argv = ["grades", "--lms", "canvas", "--gradebook", str(export), "--out", str(filled)]
+    assert main([*cli, *argv, "--assignment", column]) == 0
+    with filled.open(newline="", encoding="utf-8-sig") as handle:
+        back = list(csv.reader(handle, delimiter=";"))
+    header = back[0]
+    cells = {row[1]: row[header.index("Masks and positions (5501)")] for row in back[2:]}
+    assert float(cells["2001"]) == total and float(cells["2002"]) == scores["s02"][1]
+    assert float(cells["2003"]) == 0 and float(cells["2004"]) == 0
+    assert all(cells[str(2000 + n)] == "" for n in range(5, CLASS + 1))  # nothing submitted
+    assert [row[-1] for row in back] == ["Final Score", "(read only)"] + ["90.0"] * CLASS
 
     assert main([*cli, "feedback", A, "--zip"]) == 0
     assert "4 students' feedback packed" in capsys.readouterr().out

@@ -10,8 +10,11 @@ is read by the LMS's ``FileNameCollectorPlugin`` (:mod:`grader.lms.names`). For 
 - the one notebook is written as the assignment's notebook, renamed back if the student renamed
   it; a student with two different notebooks is collected only if one of them has the
   assignment's name (otherwise the report asks the instructor to choose);
-- lateness goes to nbgrader's ``timestamp.txt`` (Canvas's LATE mark: one second after the due
-  date, since Canvas gives no time; Moodle: the worksheet's submission time);
+- lateness goes to nbgrader's ``timestamp.txt``, in UTC as nbgrader keeps its due dates
+  (Canvas's LATE mark: one second after the due date, since Canvas gives no time; Moodle: the
+  worksheet's submission time, written in the teacher's time zone: ``timezone``);
+- Canvas's anonymous grading names no one (``anon_ID``): such a student is collected under that
+  id and can be matched to a person only once Canvas reveals the names;
 - what was taken and what was skipped (and why) is returned for the report, and what each
   student's files were called is kept in ``downloaded/ASSIGNMENT/lms.json`` to name the
   feedback for upload (:mod:`grader.lms.feedback_zip`).
@@ -26,12 +29,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-import dateutil.parser
 import nbformat
 from nbgrader.api import Gradebook
 
 from grader import gradebook
-from grader.lms import LMS_NAMES, archive, names, roster
+from grader.lms import LMS_NAMES, archive, names, roster, worksheet
 from grader.paths import CourseError, db_url, release_notebooks, require_assignment
 
 RECORD = "lms.json"
@@ -70,18 +72,26 @@ class Collected:
 
 
 def collect(
-    root: Path, assignment: str, zip_path: Path, lms: str, worksheet: Path | None = None
+    root: Path,
+    assignment: str,
+    zip_path: Path,
+    lms: str,
+    sheet_path: Path | None = None,
+    timezone: str | None = None,
 ) -> Collected:
-    """Collect the download ``zip_path`` of ``lms`` for ``assignment`` (see the module)."""
+    """Collect the download ``zip_path`` of ``lms`` for ``assignment`` (see the module);
+    ``sheet_path``: Moodle's grading worksheet, its times in ``timezone`` (an IANA name; this
+    machine's when None)."""
     require_assignment(root, assignment)
-    if worksheet is not None and lms != "moodle":
+    if sheet_path is not None and lms != "moodle":
         raise CourseError("--worksheet is Moodle's; Canvas marks lateness in its file names.")
+    zone = worksheet.find_timezone(timezone)
     wanted = release_notebooks(root, assignment)
     if not list((root / "release" / assignment).glob("*.ipynb")):
         raise CourseError(f"release/{assignment} has no notebooks: run `course release` first.")
     url = db_url(root)
     gradebook.require_assignment(url, assignment)
-    sheet = roster.read_worksheet(worksheet) if worksheet else {}
+    sheet = worksheet.read_worksheet(sheet_path, zone) if sheet_path else {}
     extracted = archive.extract(zip_path, root / "downloaded" / assignment)
     done = Collected(lms, assignment)
     by_student: dict[str, list[names.LmsFile]] = {}
@@ -98,14 +108,23 @@ def collect(
         if chosen is None:
             continue
         row = sheet.get(lms_id)
-        person = roster.find(people, lms_id, chosen.name, row.email if row else "")
+        person = _person(people, chosen, row)
         taken = _place(root, assignment, extracted / "submissions", chosen, person, wanted, done)
         if taken is not None:
             folder = root / "submitted" / taken.student / assignment
-            _lateness(folder, lms, taken, chosen, due, row.modified if row else "")
-            _remember(url, lms, taken, person, row.email if row else "")
+            _lateness(folder, lms, taken, chosen, due, row)
+            _remember(url, lms, taken, chosen, person, row.email if row else "")
     _write_record(root / "downloaded" / assignment / RECORD, done)
     return done
+
+
+def _person(
+    people: list[roster.Person], chosen: names.LmsFile, row: worksheet.WorksheetRow | None
+) -> roster.Person | None:
+    """The roster's student of a file (none for Canvas's anonymous grading)."""
+    if chosen.anonymous:
+        return None
+    return roster.find(people, chosen.lms_id, chosen.name, row.email if row else "")
 
 
 def _due_date(url: str, assignment: str) -> datetime | None:
@@ -190,9 +209,14 @@ def _place(
 
 
 def _lateness(
-    folder: Path, lms: str, taken: Taken, chosen: names.LmsFile, due: datetime | None, when: str
+    folder: Path,
+    lms: str,
+    taken: Taken,
+    chosen: names.LmsFile,
+    due: datetime | None,
+    row: worksheet.WorksheetRow | None,
 ) -> None:
-    """Write nbgrader's ``timestamp.txt`` from the LMS's late mark or submission time."""
+    """Write nbgrader's ``timestamp.txt`` (UTC) from the LMS's late mark or submission time."""
     stamp = None
     if lms == "canvas" and chosen.late:
         taken.late = True
@@ -201,22 +225,29 @@ def _lateness(
         else:
             stamp = due + timedelta(seconds=1)  # Canvas marks lateness without a time
             taken.notes.append("late (Canvas's mark)")
-    elif when:
-        try:
-            stamp = dateutil.parser.parse(when).replace(tzinfo=None)
-        except (ValueError, OverflowError):
-            taken.notes.append(f"submission time {when!r} unreadable: lateness not recorded")
+    elif row is not None and row.modified:
+        stamp = row.submitted
+        if stamp is None:
+            taken.notes.append(f"submission time {row.modified!r} unreadable: lateness unknown")
         taken.late = bool(stamp and due and stamp > due)
         if taken.late:
-            taken.notes.append(f"late (submitted {stamp})")
+            taken.notes.append(f"late (submitted {stamp} UTC)")
     if stamp is not None:
         (folder / "timestamp.txt").write_text(stamp.isoformat(" "))
 
 
-def _remember(url: str, lms: str, taken: Taken, person: roster.Person | None, email: str) -> None:
+def _remember(
+    url: str,
+    lms: str,
+    taken: Taken,
+    chosen: names.LmsFile,
+    person: roster.Person | None,
+    email: str,
+) -> None:
     """Put the student in the gradebook, with the LMS's user id where the LMS gives one that
-    lasts (Canvas's; Moodle's participant id is per assignment)."""
-    lasting = taken.lms_id if lms == "canvas" else ""
+    lasts (Canvas's user id; Moodle's participant id is per assignment, Canvas's anonymous id
+    per submission)."""
+    lasting = taken.lms_id if lms == "canvas" and not chosen.anonymous else ""
     if person is not None and (person.lms_user_id or not lasting):
         return
     first, _, last = taken.name.rpartition(" ") if lms == "moodle" else ("", "", "")

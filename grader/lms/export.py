@@ -3,17 +3,21 @@
 ``course grades --lms canvas|moodle --out FILE`` runs one of them on the course gradebook; so
 does nbgrader's own command, ``nbgrader export --exporter=grader.lms.export.CanvasExport
 --to FILE``. Each writes one row per student of the roster (the gradebook's students) and one
-column per assignment. A score is nbgrader's, less the late penalty that autograding recorded
+column per chosen assignment (``--assignment``; by default each assignment that someone
+submitted). A score is nbgrader's, less the late penalty that autograding recorded
 (``AssignLatePenalties`` with the course's ``LateSubmissionPlugin``), computed again here on the
 notebook's current score: nbgrader computes it when autograding, before the written answers
 are graded by hand, so a penalty that depends on the score (``penalty_method = "zero"``) would
-leave the manual points in. A student who submitted nothing gets 0, or an empty cell with
-``missing = "empty"``.
+leave the manual points in. A student who submitted nothing (``missing``): ``skip`` (the
+default) leaves the cell as it is (empty in a new file), ``blank`` empties it, ``zero`` writes 0.
 
 - Canvas (Grades > Import): ``Student, ID, SIS User ID, SIS Login ID, Section``, then a column
   per assignment, and a ``Points Possible`` row. Canvas finds a student by ``ID`` (the Canvas user
-  id: the roster's ``lms_user_id``, or what ``course collect`` recorded) or ``SIS User ID`` (the
-  course's student id).
+  id: the roster's ``lms_user_id``, or what ``course collect`` recorded), then ``SIS User ID``
+  (here the course's student id: right only where it is the SIS id), then the name; and an
+  assignment by ``Title (canvas id)``, else by its exact title (``lib/gradebook_importer.rb``).
+  This file has only nbgrader's names: fill Canvas's own export instead (``--gradebook``,
+  :mod:`grader.lms.fill`), which has both the ids and the columns.
 - Moodle (Grades > Import > CSV file): ``First name, Last name, ID number, Email address``, then a
   column per assignment; map "Email address" (or "ID number") to the user when importing.
 """
@@ -32,13 +36,18 @@ from traitlets import Enum
 from grader.gradebook import sqlite_file
 from grader.paths import CourseError, db_url, load_config
 
+MISSING = ("skip", "blank", "zero")
+
 
 class LmsExport(ExportPlugin):
     """A row per roster student, a column per assignment (see the module)."""
 
-    missing = Enum(["zero", "empty"], "zero", help="what a student who submitted nothing gets").tag(
-        config=True
-    )
+    missing = Enum(
+        [*MISSING, "empty"],
+        "skip",
+        help="a student who submitted nothing: skip (cell left as it is; empty in a new file), "
+        "blank (cell emptied), zero ('empty' is 'blank')",
+    ).tag(config=True)
     default_file = "grades-lms.csv"
 
     def header(self, assignments: list) -> list[list[str]]:
@@ -49,29 +58,56 @@ class LmsExport(ExportPlugin):
         """The cells that name a student, before the scores."""
         raise NotImplementedError
 
+    def chosen(self, gradebook: Gradebook) -> list:
+        """The assignments to export: nbgrader's ``--assignment`` list, else each assignment
+        with a submission (sorted by name)."""
+        names = {a.name for a in gradebook.assignments}
+        unknown = sorted(set(self.assignment) - names)
+        if unknown:
+            raise CourseError(
+                f"no assignment {', '.join(unknown)} in the gradebook (it has: "
+                f"{', '.join(sorted(names)) or 'none'}): check --assignment."
+            )
+        picked = [
+            a
+            for a in gradebook.assignments
+            if ((a.name in self.assignment) if self.assignment else a.submissions)
+        ]
+        if not picked:
+            raise CourseError(
+                "no assignment has a submission yet: autograde one first, or name one with "
+                "--assignment."
+            )
+        return sorted(picked, key=lambda a: a.name)
+
     def export(self, gradebook: Gradebook) -> None:
         """Write the CSV to ``self.to`` (nbgrader's ``--to``)."""
-        assignments = sorted(
-            (a for a in gradebook.assignments if not self.assignment or a.name in self.assignment),
-            key=lambda a: a.name,
-        )
+        assignments = self.chosen(gradebook)
         students = [s for s in gradebook.students if not self.student or s.id in self.student]
         with open(self.to or self.default_file, "w", newline="") as handle:
             writer = csv.writer(handle)
             writer.writerows(self.header(assignments))
             for student in sorted(students, key=lambda s: s.id):
-                cells = [self.score(gradebook, a.name, student.id) for a in assignments]
-                writer.writerow(self.identity(student) + cells)
+                cells = [self.cell(gradebook, a.name, student.id) for a in assignments]
+                writer.writerow(self.identity(student) + [c or "" for c in cells])
 
-    def score(self, gradebook: Gradebook, assignment: str, student: str) -> str:
-        """The student's score, late penalty applied ('' or '0' for no submission)."""
+    def cell(self, gradebook: Gradebook, assignment: str, student: str) -> str | None:
+        """What to write for a student: the score, or for no submission '0', '' or None
+        (``skip``: leave the cell as it is)."""
+        points = self.points(gradebook, assignment, student)
+        if points is not None:
+            return f"{round(points, 2):g}"
+        return {"zero": "0", "skip": None}.get(self.missing, "")
+
+    def points(self, gradebook: Gradebook, assignment: str, student: str) -> float | None:
+        """The student's score, late penalty applied; None when nothing was submitted."""
         try:
             submission = gradebook.find_submission(assignment, student)
         except MissingEntry:
-            return "" if self.missing == "empty" else "0"
+            return None
         if submission.needs_manual_grade:
             self.log.warning("%s/%s: written answers not graded yet", student, assignment)
-        return f"{max(0.0, submission.score - self.penalty(submission)):g}"
+        return max(0.0, submission.score - self.penalty(submission))
 
     def penalty(self, submission: object) -> float:
         """The late penalty of a submission: the course's ``LateSubmissionPlugin`` on each
@@ -123,13 +159,30 @@ class MoodleExport(LmsExport):
 EXPORTERS = {"canvas": CanvasExport, "moodle": MoodleExport}
 
 
-def export(root: Path, lms: str, out: Path, missing: str = "zero") -> Path:
-    """Write the course's grades to ``out`` as ``lms`` imports them; return ``out``."""
+def plugin(root: Path, lms: str, out: Path, missing: str, assignments: list[str]) -> LmsExport:
+    """The course's export plugin for ``lms``, configured as ``course grades`` asks."""
+    return EXPORTERS[lms](
+        to=str(out), missing=missing, assignment=list(assignments), config=load_config(root)
+    )
+
+
+def export(
+    root: Path,
+    lms: str,
+    out: Path,
+    missing: str = "skip",
+    assignments: list[str] | None = None,
+    gradebook_csv: Path | None = None,
+) -> tuple[Path, list[str]]:
+    """Write the course's grades to ``out`` as ``lms`` imports them: a new file, or the LMS's
+    own gradebook export ``gradebook_csv`` filled in (:mod:`grader.lms.fill`). Return ``out``
+    and a line for each grade that could not be placed."""
     url = db_url(root)
     file = sqlite_file(url)
     if file is not None and not file.exists():
         raise CourseError(f"no gradebook at {file}: release and autograde something first.")
-    plugin = EXPORTERS[lms](to=str(out), missing=missing, config=load_config(root))
+    columns = dict(split_choice(choice) for choice in assignments or [])
+    chosen = plugin(root, lms, out, missing, list(columns))
     with warnings.catch_warnings(), Gradebook(url) as gb:
         warnings.simplefilter("ignore")
         if not gb.students:
@@ -137,5 +190,18 @@ def export(root: Path, lms: str, out: Path, missing: str = "zero") -> Path:
                 "the gradebook has no students: import the roster (nbgrader db student import "
                 "ROSTER.csv) or collect submissions first."
             )
-        plugin.export(gb)
-    return out
+        if gradebook_csv is None:
+            chosen.export(gb)
+            return out, []
+        from grader.lms import fill  # the gradebook CSVs of the LMSs
+
+        return out, fill.fill(root, lms, chosen, gb, gradebook_csv, out, columns)
+
+
+def split_choice(choice: str) -> tuple[str, str]:
+    """``--assignment NAME`` or ``NAME=COLUMN`` (the gradebook column that takes NAME's
+    grades, e.g. ``a_masks=Masks and positions (4711)``): (NAME, COLUMN or '')."""
+    name, _, column = choice.partition("=")
+    if not name.strip():
+        raise CourseError(f"--assignment {choice!r}: give NAME or NAME=COLUMN")
+    return name.strip(), column.strip()

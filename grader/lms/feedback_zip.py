@@ -6,8 +6,10 @@ The names come from what ``course collect`` recorded of the student's files
 - Canvas ("Upload Submissions" of the assignment's page, the same zip form as its download):
   flat, ``lastfirst_userid_submissionid_NOTEBOOK_feedback.html``; Canvas attaches each file to the
   submission of the user id in its name, as a comment.
-- Moodle ("Upload multiple feedback files in a zip"): a folder per participant,
-  ``Full Name_id_assignsubmission_file_/NOTEBOOK_feedback.html``, as in its download.
+- Moodle ("Upload multiple feedback files in a zip"): a folder per participant named as in its
+  download, ``Full Name_id_assignsubmission_file/NOTEBOOK_feedback.html`` (Moodle 4.1 and later;
+  ``..._file_/`` before, or for a flat download): Moodle's import
+  (``mod/assign/feedback/file/importziplib.php``) reads the participant id of either.
 """
 
 from __future__ import annotations

@@ -3,16 +3,12 @@ and how an LMS's student is found in it."""
 
 from __future__ import annotations
 
-import csv
 import re
 import unicodedata
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
 
 from nbgrader.api import Gradebook
-
-from grader.paths import CourseError
 
 
 @dataclass
@@ -59,32 +55,3 @@ def find(roster: list[Person], lms_id: str, name: str, email: str = "") -> Perso
         and wanted in (squeeze(p.last_name + p.first_name), squeeze(p.first_name + p.last_name))
     ]
     return matches[0] if len(matches) == 1 else None
-
-
-@dataclass
-class WorksheetRow:
-    """One participant of Moodle's grading worksheet."""
-
-    email: str
-    modified: str  # 'Last modified (submission)', as Moodle wrote it
-
-
-def read_worksheet(path: Path) -> dict[str, WorksheetRow]:
-    """Moodle's grading worksheet (CSV), by participant id."""
-    if not path.is_file():
-        raise CourseError(f"no grading worksheet at {path}")
-    with path.open(newline="", encoding="utf-8-sig") as handle:
-        rows = list(csv.DictReader(handle))
-    if not rows or "Identifier" not in rows[0]:
-        raise CourseError(
-            f"{path} is not Moodle's grading worksheet (no 'Identifier' column): download it "
-            "from the assignment's 'View all submissions' page (Grading action)."
-        )
-    sheet = {}
-    for row in rows:
-        number = re.sub(r"\D", "", row.get("Identifier", ""))
-        modified = (row.get("Last modified (submission)") or "").strip()
-        sheet[number] = WorksheetRow(
-            (row.get("Email address") or "").strip(), "" if modified == "-" else modified
-        )
-    return sheet

@@ -18,7 +18,8 @@ from tools import colab
 
 
 def run_install_cell(monkeypatch, course_found: bool) -> list[list[str]]:
-    """Run the install cell as IPython would; return the commands it ran."""
+    """Run the install cell as IPython would, pip replaced by a list of its commands (the real
+    pip runs in tests/test_pip_install.py); return the commands it ran."""
     real = importlib.util.find_spec
 
     def find_spec(name: str, *args):
@@ -36,10 +37,62 @@ def run_install_cell(monkeypatch, course_found: bool) -> list[list[str]]:
 
 
 def test_the_install_cell_installs_only_where_the_course_is_missing(monkeypatch) -> None:
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
     assert run_install_cell(monkeypatch, course_found=True) == []
-    package = f"transformers-course @ git+{colab.REPOSITORY}"
+    package = f"transformers-course @ git+{colab.REPOSITORY}#subdirectory=student"
     commands = run_install_cell(monkeypatch, course_found=False)
     assert commands == [[sys.executable, "-m", "pip", "install", "-q", package]]
+
+
+@pytest.mark.parametrize("mode", ["autograde", "validate"])  # nbgrader 0.9.6's two values
+def test_the_install_cell_never_installs_while_grading(monkeypatch, mode: str) -> None:
+    monkeypatch.setenv("NBGRADER_EXECUTION", mode)
+    assert run_install_cell(monkeypatch, course_found=True) == []
+    with pytest.raises(RuntimeError, match="grader's environment is broken; nothing was installed"):
+        run_install_cell(monkeypatch, course_found=False)
+
+
+def test_the_install_line_takes_only_an_address(monkeypatch, capsys) -> None:
+    assert colab.install_line("file:///tmp/x@abc") == (
+        "transformers-course @ git+file:///tmp/x@abc#subdirectory=student"
+    )
+    for bad in ["", "https://github.com/a/b#egg=x", 'https://github.com/a/b"', "a b"]:
+        with pytest.raises(ValueError, match="not a git repository's address"):
+            colab.install_line(bad)
+    monkeypatch.setattr(colab, "REPOSITORY", "https://github.com/a/b c")
+    assert colab.main(["--check"]) == 1
+    assert "not a git repository's address" in capsys.readouterr().err
+
+
+def test_the_tool_writes_only_the_cell_that_the_real_install_recorded(
+    monkeypatch, capsys, tmp_path: Path
+) -> None:
+    """The committed record is this cell's; another line, another cell or no record is
+    refused, and nothing is written."""
+    assert colab.untested() == "", "run tests/test_pip_install.py (deep), commit its record"
+    (tmp_path / "source" / "x").mkdir(parents=True)
+    notebook = tmp_path / "source" / "x" / "n.ipynb"
+    notebook.write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4}))
+    record = json.loads(colab.TESTED.read_text())
+    tested = tmp_path / "tools" / "install_tested.json"
+    tested.parent.mkdir()
+    monkeypatch.setattr(colab, "REPO", tmp_path)
+    monkeypatch.setattr(colab, "TESTED", tested)
+    changes = {  # what differs from the record: (name, attribute of colab, its new value)
+        "no record": ("REPO", tmp_path),
+        "another line": ("INSTALL_LINE", "x @ git+{repository}"),
+        "another cell": ("MARKER", "# Install the course"),
+    }
+    for name, (attribute, value) in changes.items():
+        tested.write_text("" if name == "no record" else json.dumps(record))
+        with monkeypatch.context() as patch:
+            patch.setattr(colab, attribute, value)
+            assert colab.untested(), name
+            with pytest.raises(colab.Untested, match="has not been seen to work"):
+                colab.write(tmp_path)
+            assert colab.main([]) == 1 and "test_pip_install.py" in capsys.readouterr().err
+            assert json.loads(notebook.read_text())["cells"] == [], name
+    assert colab.write(tmp_path) == ["source/x/n.ipynb", "docs/colab.md"]
 
 
 def test_every_notebook_starts_with_the_install_cell_source_and_release() -> None:
@@ -71,6 +124,7 @@ def test_the_tool_inserts_once_and_follows_the_one_address(tmp_path: Path) -> No
 
 def test_the_docs_page_links_every_assignment() -> None:
     page = (REPO / "docs" / "colab.md").read_text()
+    assert f'\npip install "{colab.install_line()}"\n' in page
     for source in colab.notebooks():
         release = f"release/{source.parent.name}/{source.name}"
         assert colab.colab_url(release) in page

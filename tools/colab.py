@@ -14,10 +14,31 @@ grading) the package is there and the cell does nothing. The data and the checkp
 that install (they are package data of ``course``). The cell is plain Python, pip run by the
 kernel's own interpreter as ``%pip`` would: no magic line that the course's tools (the tampering
 scan, the direct runs) would have to strip.
+
+The cell never installs while grading: where nbgrader runs it (``NBGRADER_EXECUTION`` set) and
+``course`` cannot be imported, the grader's environment is broken, so the cell raises
+:data:`GRADING_ERROR` instead of trying pip (a sandboxed kernel has no network either: it would
+fail every test, silently).
+
+What is installed is the ``student/`` folder of the repository (``#subdirectory=student``): pip
+clones the whole repository and builds ``student/pyproject.toml`` in that clone, which takes
+``course/`` from the folder beside it; the wheel holds ``course`` with its data and checkpoints,
+nothing of ``grader/``, ``judge/`` or the answers.
+
+Only a cell that has been seen to work is written. ``tests/test_pip_install.py`` (deep) clones
+the repository's current commit, runs this very cell (the repository replaced by
+``file://CLONE@COMMIT``) in a fresh virtual environment, where the cell runs a real pip, then
+imports the course and runs A's visible tests; then, and only then, it records the cell it ran
+in :data:`TESTED` (the install line's template and the cell's SHA-256, the repository left as
+``{repository}``). This tool refuses (exit 1, saying what to run) to write a cell that differs
+from that record: a change to the install line or to the cell's code must first pass the real
+install. The record says which form worked, not that a given address is reachable: no network
+is needed to write the notebooks.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -27,24 +48,78 @@ REPO = Path(__file__).resolve().parents[1]
 REPOSITORY = os.environ.get("COURSE_REPOSITORY", "https://github.com/OWNER/REPO")
 BRANCH = "main"
 DISTRIBUTION = "transformers-course"
+# The one form of the install line; {repository} is a git URL, with @REVISION where pinned.
+INSTALL_LINE = DISTRIBUTION + " @ git+{repository}#subdirectory=student"
 MARKER = "# Colab, or a Python without the course: install its student part"
 CELL_ID = "colab-install"
 DOCS = REPO / "docs" / "colab.md"
+TESTED = REPO / "tools" / "install_tested.json"
+GRADING_ERROR = (
+    "the grading kernel cannot import the course package: "
+    "the grader's environment is broken; nothing was installed"
+)
+
+
+RECORD_NOTE = (
+    "Written by tests/test_pip_install.py after a real pip install with this cell worked; "
+    "tools/colab.py writes no other cell."
+)
+
+
+class Untested(Exception):
+    """The install cell differs from the one the real install test saw work."""
+
+
+def install_line(repository: str = REPOSITORY) -> str:
+    """What pip installs: the student part of the repository at ``repository``."""
+    if not repository or any(c in repository for c in "#\"' \\\n"):
+        raise ValueError(f"not a git repository's address: {repository!r}")
+    return INSTALL_LINE.format(repository=repository)
 
 
 def install_cell_source(repository: str = REPOSITORY) -> str:
-    """The first cell of every notebook: install the student part unless it is importable."""
+    """The first cell of every notebook: install the student part unless it is importable,
+    and never while grading."""
     return (
         f"{MARKER} (once; nothing happens\n"
-        "# where the course is installed: `make setup`, a JupyterHub, grading).\n"
+        "# where the course is installed: `make setup`, a JupyterHub; grading never installs).\n"
         "import importlib.util\n"
+        "import os\n"
         "import subprocess\n"
         "import sys\n"
         "\n"
         'if importlib.util.find_spec("course") is None:\n'
-        f'    package = "{DISTRIBUTION} @ git+{repository}"\n'
+        '    if os.environ.get("NBGRADER_EXECUTION"):\n'
+        "        raise RuntimeError(\n"
+        '            "the grading kernel cannot import the course package: "\n'
+        '            "the grader\'s environment is broken; nothing was installed"\n'
+        "        )\n"
+        f'    package = "{install_line(repository)}"\n'
         '    subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)\n'
         "    importlib.invalidate_caches()  # the new package importable in this kernel"
+    )
+
+
+def cell_record() -> dict[str, str]:
+    """What :data:`TESTED` holds once the deep test has seen this cell work: the install line's
+    template and the SHA-256 of the cell with the repository left as ``{repository}``."""
+    cell = install_cell_source("{repository}")
+    return {"install_line": INSTALL_LINE, "cell_sha256": hashlib.sha256(cell.encode()).hexdigest()}
+
+
+def untested() -> str:
+    """Why the cell may not be written ("" when the deep test has recorded it as working)."""
+    try:
+        recorded = json.loads(TESTED.read_text())
+    except (OSError, ValueError):
+        recorded = {}
+    if {k: recorded.get(k) for k in cell_record()} == cell_record():
+        return ""
+    return (
+        f"the install cell (line {INSTALL_LINE!r}) has not been seen to work: "
+        f"{TESTED.relative_to(REPO)} records another. Run the real install, "
+        "`.venv/bin/python -m pytest -n 0 -m deep tests/test_pip_install.py`, which records "
+        "the cell when it worked; commit the record, then run this tool again"
     )
 
 
@@ -95,7 +170,7 @@ def docs_page(root: Path = REPO, repository: str = REPOSITORY) -> str:
         branch=BRANCH,
         repository=repository,
         unpublished=UNPUBLISHED if "OWNER/REPO" in repository else "",
-        distribution=DISTRIBUTION,
+        line=install_line(repository),
         rows="\n".join(rows),
     )
 
@@ -110,9 +185,17 @@ Each assignment opens in Google Colab from its link below: the student notebook 
 branch `{branch}` of {repository}.{unpublished}
 
 Its first cell installs the student part of the course when `course` cannot be imported:
-`pip install "{distribution} @ git+{repository}"`, the `course` package with its
-data and the pretrained checkpoints. Where the course is installed (`make setup`, a JupyterHub,
-grading) the cell does nothing. Run it first, then the notebook as usual. The notebooks that
+
+```
+pip install "{line}"
+```
+
+that is the `course` package with its data and the pretrained checkpoints (pip clones the
+repository and builds its `student/` folder; nothing of the grader, the judge or the answers
+comes with it). Where the course is installed (`make setup`, a
+JupyterHub) the cell does nothing; in a grading kernel it never installs: there a missing
+`course` is the grader's fault, and the cell says so. Run it first, then the notebook as usual.
+Outside Colab the same line installs the course into any Python 3.11 or later. The notebooks that
 train (D, E, G and H) use Colab's GPU when the runtime has one (Runtime > Change runtime type)
 and print which device they train on.
 
@@ -125,7 +208,10 @@ in Drive), or download the notebook, before you close it.
 
 The repository's address is set in one place, `REPOSITORY` in `tools/colab.py`:
 `python tools/colab.py` rewrites the notebooks' first cells and this page from it, and
-`course release` then carries the cells to `release/`.
+`course release` then carries the cells to `release/`. The tool writes only the cell that the
+real install test (`tests/test_pip_install.py`, in `make test-deep`) has seen work: a `git
+clone` of the repository installed with this very cell into a fresh virtual environment, then
+A's visible tests run there; it records the cell in `tools/install_tested.json`.
 """
 
 
@@ -138,8 +224,10 @@ def _write(path: Path, notebook: dict) -> None:
     path.write_text(json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
 
 
-def stale(root: Path = REPO, repository: str = REPOSITORY) -> list[str]:
-    """What ``python tools/colab.py`` would change: notebooks and docs/colab.md."""
+def stale(root: Path | None = None, repository: str | None = None) -> list[str]:
+    """What ``python tools/colab.py`` would change: notebooks and docs/colab.md (by default
+    those of :data:`REPO`, for :data:`REPOSITORY`)."""
+    root, repository = root or REPO, repository or REPOSITORY
     out = []
     for path in notebooks(root):
         notebook = _read(path)
@@ -151,8 +239,12 @@ def stale(root: Path = REPO, repository: str = REPOSITORY) -> list[str]:
     return out
 
 
-def write(root: Path = REPO, repository: str = REPOSITORY) -> list[str]:
-    """Bring the notebooks' first cells and docs/colab.md up to date; return what changed."""
+def write(root: Path | None = None, repository: str | None = None) -> list[str]:
+    """Bring the notebooks' first cells and docs/colab.md up to date; return what changed.
+    Refuses (:class:`Untested`) when the cell is not the one the real install test recorded."""
+    if reason := untested():
+        raise Untested(reason)
+    root, repository = root or REPO, repository or REPOSITORY
     changed = stale(root, repository)
     for path in notebooks(root):
         _write(path, with_install_cell(_read(path), repository))
@@ -165,13 +257,19 @@ def main(argv: list[str]) -> int:
     if argv not in ([], ["--check"]):
         print("usage: python tools/colab.py [--check]", file=sys.stderr)
         return 2
-    if argv == ["--check"]:
-        out = stale()
-        for path in out:
-            print(f"{path} is out of date: run `python tools/colab.py`, then `course release`")
-        return 1 if out else 0
-    for path in write():
-        print(f"updated {path}")
+    try:
+        if argv == ["--check"]:
+            if reason := untested():
+                raise Untested(reason)
+            out = stale()
+            for path in out:
+                print(f"{path} is out of date: run `python tools/colab.py`, then `course release`")
+            return 1 if out else 0
+        for path in write():
+            print(f"updated {path}")
+    except (Untested, ValueError) as error:
+        print(f"tools/colab.py: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

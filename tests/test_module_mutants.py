@@ -13,9 +13,11 @@ import json
 import tempfile
 
 import pytest
+import torch
 
 from course import verify
 from course.b_attention import checks as b_checks
+from course.testcells import randomise_parameters
 from judge import core
 from tests.conftest import REPO
 
@@ -207,3 +209,28 @@ def test_each_mutant_fails_its_module(
 def test_the_answers_pass_every_cell(assignment: str) -> None:
     got = verdicts(assignment, "")
     assert all(reason is None for reason in got.values()), got
+
+
+def test_the_hidden_items_give_the_parameters_values_of_the_submission() -> None:
+    """B's attention and D's model are observed with values drawn from the grader's seed (not
+    the fixed values the notebook's cells give): two seeds, two sets of weights."""
+    from course.b_attention import probe as b_probe
+    from course.d_language_model import probe as d_probe
+
+    b_ns, d_ns = solutions("b_attention"), solutions("d_language_model")
+    for item, ns, key, name in (
+        (b_probe.mhsa_hidden, b_ns, "weights", "q_proj.weight"),
+        (d_probe.model_hidden, d_ns, "state", "embedding.weight"),
+    ):
+        cases = "cases" if item is b_probe.mhsa_hidden else "models"
+        first, second = (item(ns, seed)[cases][0][key][name] for seed in (1, 2))
+        if first.shape == second.shape:
+            assert not torch.equal(first, second)
+        model = (
+            ns["MultiHeadSelfAttention"](*first.shape[1:], 1)
+            if item is b_probe.mhsa_hidden
+            else ns["TransformerModel"](first.shape[0], first.shape[1], 2, 4, 1)
+        )
+        randomise_parameters(model, b_checks.RANDOM_VALUES)
+        fixed = dict(model.named_parameters())[name]
+        assert fixed.shape == first.shape and not torch.equal(fixed, first)

@@ -60,6 +60,8 @@ GPT_MUTANTS = [
     ("residual_around_blocks", gpt(BODY=LOOP.replace("= block(x)", "= x + block(x)")),
      checks.BLOCK_RESIDUAL),
     ("no_positions", gpt(EMBED="self.drop(self.tok_emb(idx))"), checks.NO_POSITIONS),
+    ("blocks_rotated", gpt(BODY=LOOP.replace("self.blocks", "[*self.blocks[1:], self.blocks[0]]")),
+     None),
     ("blocks_run_twice", gpt(BODY=LOOP + "\n        " + LOOP), None),
     ("each_block_twice", gpt(BODY=LOOP.replace("block(x)", "block(block(x))")), None),
     ("positions_only", gpt(EMBED="self.pos_emb(torch.arange(idx.size(1))).expand("
@@ -226,6 +228,14 @@ def test_the_head_before_ln_f_is_named_when_it_can_run() -> None:
     case = sizes | {"seed": 1, "idx": idx, "targets": idx.flip(1), "changed": changed}
     case["change_from"] = 3
     with pytest.raises(AssertionError, match="the head is applied before ln_f"):
+        checks.judge_gpt(checks.observe_gpt(ns["GPT"], case), case)
+
+
+def test_three_blocks_in_another_order_are_named() -> None:
+    order = "[self.blocks[i] for i in (1, 0, 2)] if len(self.blocks) == 3 else self.blocks"
+    ns = with_code(gpt(BODY=LOOP.replace("self.blocks", order)))
+    case = next(c for c in checks.gpt_cases(2, hidden=True) if c["nlayers"] == 3)
+    with pytest.raises(AssertionError, match=r"another order \(blocks\[1\], blocks\[0\], "):
         checks.judge_gpt(checks.observe_gpt(ns["GPT"], case), case)
 
 

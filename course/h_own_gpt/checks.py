@@ -48,6 +48,7 @@ from course.h_own_gpt.block_checks import (  # noqa: F401 - re-exported
 )
 from course.h_own_gpt.gpt_checks import (  # noqa: F401 - re-exported
     BLOCK_RESIDUAL,
+    BLOCKS_ORDER,
     BLOCKS_REVERSED,
     BLOCKS_SKIPPED,
     EMB_SCALED,

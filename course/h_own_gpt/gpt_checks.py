@@ -19,6 +19,7 @@ own tests cost the points, so that one mistake costs the tests of one exercise.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 
@@ -77,6 +78,10 @@ LAST_BLOCK_ONLY = (
 BLOCKS_REVERSED = (
     "the blocks run in reverse order: blocks[0] takes the embeddings, blocks[-1] gives ln_f "
     "its input."
+)
+BLOCKS_ORDER = (
+    "the blocks run in another order ({order}): blocks[0] takes the embeddings, then each block "
+    "the previous one's output, in the order of self.blocks."
 )
 LN_F_FIRST = (
     "ln_f is applied before the blocks. It is the final LayerNorm: it normalises the last "
@@ -253,6 +258,10 @@ def _gpt_mistakes(weights: dict, idx: torch.Tensor, case: dict) -> dict[str, tor
         mistakes[FIRST_BLOCK_ONLY] = head_from(weights, blocks_from(weights, h0, nhead, [0]))
         mistakes[LAST_BLOCK_ONLY] = head_from(weights, blocks_from(weights, h0, nhead, order[-1:]))
         mistakes[BLOCKS_REVERSED] = head_from(weights, blocks_from(weights, h0, nhead, order[::-1]))
+        for other in itertools.permutations(order):
+            if list(other) not in (order, order[::-1]):
+                said = BLOCKS_ORDER.format(order=", ".join(f"blocks[{i}]" for i in other))
+                mistakes[said] = head_from(weights, blocks_from(weights, h0, nhead, list(other)))
         x = h0
         for i in order:
             x = norm_from(weights, "ln_f", blocks_from(weights, x, nhead, [i]))
@@ -364,7 +373,8 @@ def _judge_logits(got: dict, case: dict, name: str) -> None:
 
 
 def judge_gpt(got: object, case: dict) -> None:
-    """Tying, the positions, the logits by value, causality, the loss and the init of GPT."""
+    """Tying, the positions, the logits by value (causality too when they are the reference's),
+    the loss and the initialisation of GPT."""
     name = _gpt_name(case)
     got = observed(got, name)
     _judge_facts(got["facts"], case, name)

@@ -25,6 +25,7 @@ NOTEBOOKS = {
     "a_masks": "masks_and_positions",
     "b_attention": "attention_and_layer",
     "d_language_model": "language_model",
+    "e_pretraining": "pretraining_and_finetuning",
 }
 
 
@@ -32,8 +33,8 @@ DEFINITIONS = (ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom, ast.Ex
 
 
 def solutions(assignment: str) -> dict:
-    """The setup cell (magics aside) and the solution cells of the instructor's notebook that
-    define the graded names (not those of the experiments), run in a fresh namespace."""
+    """The setup cell (magics aside) and the cells of the instructor's notebook that only define
+    names (the answers and the given code, not the experiments), run in a fresh namespace."""
     path = REPO / "source" / assignment / f"{NOTEBOOKS[assignment]}.ipynb"
     ns: dict = {}
     for cell in json.loads(path.read_text())["cells"]:
@@ -43,9 +44,9 @@ def solutions(assignment: str) -> dict:
         lines = "".join(cell["source"]).splitlines()
         source = "\n".join(line for line in lines if not line.startswith("%"))
         setup = meta.get("grade_id") == "setup"
-        answer = meta.get("solution") and all(
+        answer = (meta.get("solution") or not meta.get("grade")) and all(
             isinstance(node, DEFINITIONS) for node in ast.parse(source).body
-        )
+        )  # an answer, or what the notebook gives (E's TransformerLM)
         if setup or answer:
             exec(source, ns)
     return ns
@@ -125,10 +126,28 @@ class PositionalEncoding(_PE):
         return {OUT}
 """
 
+CLASSIFIER = """
+_Classifier = SentimentClassifier
+class SentimentClassifier(_Classifier):
+    def forward(self, src, lengths):
+        hidden = {HIDDEN}
+        return {OUT}
+"""
+ENCODED = "self.lm.encode(src, causal_mask(src.size(1)))"
+HEADED = "self.lm.decoder(last_token_states(hidden, lengths))"
+
+
+def classifier(hidden: str = ENCODED, out: str = HEADED) -> str:
+    return CLASSIFIER.format(HIDDEN=hidden, OUT=out)
+
+
 MHSA_CELLS = {f"test_{m}_{k}" for m in ("mhsa", "layer") for k in ("visible", "hidden")}
 LAYER_CELLS = {"test_layer_visible", "test_layer_hidden"}
 MODEL_CELLS = {"test_model_visible", "test_model_hidden"}
 PE_CELLS = {"test_pe_visible", "test_pe_hidden"}
+CLASSIFIER_CELLS = {
+    f"test_{m}_{k}" for m in ("classifier", "freeze") for k in ("visible", "hidden")
+}
 MUTANTS = [
     # B's MultiHeadSelfAttention: each projection skipped, repeated or taken for another
     ("b_attention", "mhsa-no_out_proj", mhsa(OUT="merge_heads(heads)"), MHSA_CELLS,
@@ -182,6 +201,22 @@ MUTANTS = [
      "softmax"),
     ("d_language_model", "model-decoder_before_encoder_output",
      model(out="self.decoder(self.embedding(src))"), MODEL_CELLS, None),
+    # E's SentimentClassifier: the base, its mask, the position read, the head
+    ("e_pretraining", "classifier-no_mask", classifier(hidden="self.lm.encode(src)"),
+     CLASSIFIER_CELLS, "padding after the sentences changed"),
+    ("e_pretraining", "classifier-last_padded", classifier(out="self.lm.decoder(hidden[:, -1])"),
+     CLASSIFIER_CELLS, "index -1"),
+    ("e_pretraining", "classifier-first", classifier(out="self.lm.decoder(hidden[:, 0])"),
+     CLASSIFIER_CELLS, "first position"),
+    ("e_pretraining", "classifier-mean", classifier(out="self.lm.decoder(hidden.mean(1))"),
+     CLASSIFIER_CELLS, "padding after the sentences changed"),
+    ("e_pretraining", "classifier-no_base", classifier(hidden="self.lm.embedding(src)"),
+     CLASSIFIER_CELLS, None),
+    ("e_pretraining", "classifier-no_head", classifier(out="last_token_states(hidden, lengths)"),
+     CLASSIFIER_CELLS, None),
+    ("e_pretraining", "classifier-base_twice",
+     classifier(hidden="self.lm.transformer_encoder(" + ENCODED + ", causal_mask(src.size(1)))"),
+     CLASSIFIER_CELLS, None),
     # A's PositionalEncoding (a buffer, no parameter): the table and the dropout
     ("a_masks", "pe-no_table", PE.format(OUT="self.dropout(x)"), PE_CELLS, None),
     ("a_masks", "pe-no_dropout", PE.format(OUT="x + self.pe[: x.size(1)]"), PE_CELLS, None),

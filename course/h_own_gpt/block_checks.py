@@ -245,7 +245,8 @@ def _mlp(weights: dict, x: torch.Tensor, act: Callable[[torch.Tensor], torch.Ten
 
 def part(weights: dict, prefix: str) -> dict:
     """The tensors of ``weights`` under ``prefix`` (``"attn."``), named without it."""
-    return {k[len(prefix) :]: v for k, v in weights.items() if k.startswith(prefix)}
+    inside = [name for name in weights if name.startswith(prefix)]
+    return {name.removeprefix(prefix): weights[name] for name in inside}
 
 
 def block_from(weights: dict, x: torch.Tensor, nhead: int) -> torch.Tensor:

@@ -266,6 +266,14 @@ def reference_outputs(
             "the positional encoding is skipped": decoder(
                 encoder(emb * math.sqrt(d_model), mask=mask)
             ),
+            "the encoder is skipped (the decoder reads the embeddings and positions): pass x "
+            "through self.transformer_encoder(x, mask=src_mask) before the decoder": decoder(
+                emb * math.sqrt(d_model) + pe
+            ),
+            "the positional encoding is added after the encoder; the encoder's attention needs "
+            "the positions, so add them first": decoder(
+                encoder(emb * math.sqrt(d_model), mask=mask) + pe
+            ),
             "a softmax is applied to the output (return logits)": torch.softmax(reference, -1),
             "a log-softmax is applied to the output (return logits)": torch.log_softmax(
                 reference, -1

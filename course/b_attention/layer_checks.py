@@ -177,18 +177,42 @@ def layer_mistakes(
     with torch.no_grad():
         if norm_first:
             h = n1(sa(x) + x)
+            swapped = x + sa(n2(x))
+            ff_first = x + ff(n2(x))
             return {
                 "norm_first=True should normalise the input of each sublayer (pre-norm); your "
-                "layer is post-norm.": n2(ff(h) + h)
+                "layer is post-norm.": n2(ff(h) + h),
+                NORMS_SWAPPED: swapped + ff(n1(swapped)),
+                FF_FIRST: ff_first + sa(n1(ff_first)),
             }
         h = n1(sa(x)) + x
         after_norm = n2(ff(h)) + h
         h = x + sa(n1(x))
         pre = h + ff(n2(h))
+        swapped = n2(sa(x) + x)
+        no_residual = n1(sa(x))
+        ff_first = n2(ff(x) + x)
     return {
         f"{RESIDUAL_AFTER_NORM}: post-norm is LN(SA(X) + X), not LN(SA(X)) + X.": after_norm,
         "norm_first=False is post-norm; your layer normalises first (pre-norm).": pre,
+        NORMS_SWAPPED: n1(ff(swapped) + swapped),
+        NO_RESIDUAL: n2(ff(no_residual) + no_residual),
+        FF_FIRST: n1(sa(ff_first) + ff_first),
     }
+
+
+NORMS_SWAPPED = (
+    "norm1 and norm2 are swapped: norm1 belongs to the self-attention sublayer, norm2 to the "
+    "feed-forward one (nn.TransformerEncoderLayer's names)."
+)
+NO_RESIDUAL = (
+    "the self-attention sublayer has no residual connection: O1 = LN1(SA(X) + X), the input "
+    "added back before the norm."
+)
+FF_FIRST = (
+    "the feed-forward sublayer runs before the self-attention: first the tokens exchange "
+    "information (SA, with norm1), then each is transformed on its own (FFN, with norm2)."
+)
 
 
 def diagnose_gradients(module: nn.Module, name: str) -> None:

@@ -192,7 +192,9 @@ def mhsa_hidden(ns: dict, seed: int) -> object:
             weights = _weights(module, PROJECTIONS)
             return {"probes": probes, "weights": weights, "outs": outs, "causal": [changed, again]}
 
-        cases.append(_after_facts(projection_facts(module), rest, module))
+        facts = projection_facts(module)
+        randomise_parameters(module, seed_of(seed, "mhsa_hidden values", trial))  # per submission
+        cases.append(_after_facts(facts, rest, None))
     torch.manual_seed(seed_of(seed, "mhsa_hidden gradients"))
     module = attention(12, 3)
     x, upstream = gradient_inputs(
@@ -309,7 +311,9 @@ def cross_hidden(ns: dict, seed: int) -> object:
                 ]
             return {"weights": _weights(module, PROJECTIONS), "outs": outs, "changed": changed}
 
-        cases.append(_after_facts(projection_facts(module), rest, module))
+        facts = projection_facts(module)
+        randomise_parameters(module, seed_of(seed, "cross_hidden values", trial))  # per submission
+        cases.append(_after_facts(facts, rest, None))
     torch.manual_seed(seed_of(seed, "cross_hidden gradients"))
     module = cross(12, 3)
     *inputs, upstream = gradient_inputs(

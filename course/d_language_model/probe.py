@@ -146,6 +146,13 @@ def _encoder_settings(model: nn.Module) -> object:
         return None
 
 
+def _logits(model: nn.Module, src: torch.Tensor, mask: torch.Tensor | None) -> object:
+    """``model(src, mask)`` without gradients, the parameters kept as they are (the cell's
+    :func:`run_model` would give them the values of ``RANDOM_VALUES``)."""
+    with torch.no_grad():
+        return model(src, mask)
+
+
 # ---------------------------------------------------------------- items, by test cell
 def batches_visible(ns: dict, seed: int) -> object:
     batches = student(ns, "make_lm_batches")
@@ -215,15 +222,17 @@ def model_hidden(ns: dict, seed: int) -> object:
             sizes = {k: case[k] for k in ("ntokens", "d_model", "nhead", "d_hid", "nlayers")}
             torch.manual_seed(seed_of(seed, "model_hidden", trial))
             model = build(**sizes, dropout=0.3)
-            randomise_parameters(model, RANDOM_VALUES)  # as run_model gives them in the cell
+            # values of the submission's own (the cell's run_model gives RANDOM_VALUES); the
+            # judge rebuilds the model from them
+            randomise_parameters(model, seed_of(seed, "model_hidden values", trial))
             model.eval()
             src, length = case["src"], case["src"].size(1)
             mask = future_hidden(torch.zeros(length, length))
             state = model.state_dict()
             seen = {
-                "state": {k: v for k, v in state.items() if k.startswith(WEIGHTS)},
-                "masked": run_model(model, src, mask),
-                "unmasked": run_model(model, src, None),
+                "state": {k: v.clone() for k, v in state.items() if k.startswith(WEIGHTS)},
+                "masked": _logits(model, src, mask),
+                "unmasked": _logits(model, src, None),
             }
             encoder, x = model.transformer_encoder, case["encoder_input"]
             with torch.no_grad():
@@ -233,7 +242,7 @@ def model_hidden(ns: dict, seed: int) -> object:
             seen["encoder_settings"] = _encoder_settings(model)
             if length > 1:
                 inputs = causality_inputs(src, case["ntokens"], seed=trial)
-                seen["changed"] = [run_model(model, other, mask) for other in inputs]
+                seen["changed"] = [_logits(model, other, mask) for other in inputs]
             observed.append(seen)
         model.train()
         dropped = [model(src, mask), model(src, mask)]

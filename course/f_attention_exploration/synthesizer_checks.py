@@ -279,11 +279,8 @@ def _parameter_ok(facts: dict, part: str, shape: tuple[int, ...], case: dict) ->
     if got != shape and part == "w2":
         d, nhead, block = case["d_model"], case["nhead"], case["block_size"]
         if got in {(d, block), (nhead, d // nhead, block)} and nhead > 1:
-            fail(
-                expected_got(
-                    "SynthesizerAttention.w2 has the wrong shape.", shape, got, W2_PER_HEAD
-                )
-            )
+            what = f"SynthesizerAttention.w2 has the wrong shape: {W2_PER_HEAD}"
+            fail(expected_got(what, shape, got))
     what = f"SynthesizerAttention.{part} has the wrong shape."
     check(got == shape, expected_got(what, shape, got))
 

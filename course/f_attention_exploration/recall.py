@@ -87,7 +87,7 @@ class RecallModel(nn.Module):
         return self.head(x[:, -1])
 
 
-def recall_accuracy(model: nn.Module, sequences: int = 2000) -> float:
+def recall_accuracy(model: nn.Module, sequences: int = 1000) -> float:
     """The share of ``sequences`` held-out sequences (always the same) answered right."""
     keys, values, targets = recall_batch(sequences, torch.Generator().manual_seed(TEST_SEED))
     was_training = model.training

@@ -271,3 +271,31 @@ def test_w2_not_cut_to_t_and_a_w2_per_head_are_named() -> None:
     with pytest.raises(GradingError, match="Sizes that do not match where T < block_size"):
         hidden_cell(NoSlice)
     assert synth.W2_PER_HEAD in verdicts(PerHead)["test_synthesizer_visible"]
+
+
+def test_the_hidden_cell_computes_what_the_judge_computes() -> None:
+    """The notebook's hidden cell holds its own reference (no reference ships in the package):
+    it gives the judge's values, for the right computation and for every named mistake."""
+    import json
+
+    from tests.conftest import REPO
+
+    path = REPO / "source/f_attention_exploration/attention_exploration.ipynb"
+    cells = json.loads(path.read_text())["cells"]
+    (hidden,) = [
+        "".join(c["source"])
+        for c in cells
+        if c["metadata"].get("nbgrader", {}).get("grade_id") == "test_synthesizer_hidden"
+    ]
+    source = hidden[: hidden.index("\nfor _case in")]
+    namespace = {"torch": torch, "F": F, "math": math}
+    exec(compile(source.split("### BEGIN HIDDEN TESTS", 1)[1], "hidden", "exec"), namespace)
+    inline = namespace["_reference_synthesizer"]
+    for case in synth.synthesizer_cases(7, hidden=True)[:3]:
+        got = synth.observe_synthesizer(Chained, case)
+        for mistake in [None, *synth.SYNTHESIZER_MISTAKES]:
+            expected = judge.reference_synthesizer(
+                got["weights"], case["x"], case["nhead"], mistake
+            )
+            same = inline(got["weights"], case["x"], case["nhead"], mistake)
+            assert torch.equal(same, expected), mistake

@@ -1,20 +1,25 @@
-"""Assignment F's verdicts: queries, heads, K/Q/V matrices and counts, checked on observations.
+"""Assignment F's verdicts: queries, heads, K/Q/V matrices, counts and the synthesizer.
 
 Every item runs the check of its test cell (``course.f_attention_exploration.checks``) on what
 the student's functions returned, with the keys, values and noise regenerated here. Where a check
 would call the student's function again to name a mistake (on the standard basis), it gets the
-answer the probe observed there instead.
+answer the probe observed there instead. The synthesizer's outputs are compared with
+:func:`reference_synthesizer` on the weights the kernel recorded, each known mistake named by
+computing what it gives.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 
 from course.f_attention_exploration import checks, probe
 from course.f_attention_exploration.experiments import spread_experiment
-from course.testcells import check
+from course.probing import returned
+from course.testcells import check, check_against_reference, check_close
 
 HALF = "half the count: add QK^T and weights @ V."
 
@@ -185,3 +190,74 @@ def flops_hidden(seed: int, got: object) -> None:
                 ),
             },
         )
+
+
+# ---------------------------------------------------------------- the synthesizer
+def reference_synthesizer(
+    weights: dict, x: torch.Tensor, nhead: int, mistake: str | None = None
+) -> torch.Tensor:
+    """CS224N's dense synthesizer, causal, in float64, on the recorded weights; with
+    ``mistake`` (a key of ``SYNTHESIZER_MISTAKES``), what that mistake computes instead."""
+    w = {name: value.double() for name, value in weights.items()}
+    x = x.double()
+    b, length, width = x.shape
+
+    def heads(z: torch.Tensor) -> torch.Tensor:  # (B, T, D) -> (B, H, T, D/H)
+        if mistake == "HEADS_RESHAPED":
+            return z.reshape(b, nhead, length, width // nhead)
+        return z.view(b, length, nhead, width // nhead).transpose(1, 2)
+
+    hidden = F.linear(x, w["w1.weight"], w["w1.bias"])
+    hidden = hidden if mistake == "NO_RELU" else hidden.relu()
+    scores = heads(hidden) @ w["w2"][:, :length]  # (B, H, T, T)
+    scores = scores if mistake == "NO_B2" else scores + w["b2"][:length]
+    divisor = {"SCALED": width // nhead, "SCALED_MODEL": width}.get(mistake or "", 1)
+    scores = scores / math.sqrt(divisor)
+    if mistake != "NO_MASK":
+        future = torch.ones(length, length, dtype=torch.bool).triu(1)
+        scores = scores.masked_fill(future, float("-inf"))
+    attention = torch.softmax(scores, dim=-2 if mistake == "SOFTMAX_QUERIES" else -1)
+    value = x if mistake == "NO_VALUE" else F.linear(x, w["value.weight"], w["value.bias"])
+    if mistake == "VALUE_NOT_SPLIT":
+        merged = (attention @ value.unsqueeze(1)).mean(1)
+    elif mistake == "MERGE_NO_TRANSPOSE":
+        merged = (attention @ heads(value)).reshape(b, length, width)
+    else:
+        merged = (attention @ heads(value)).transpose(1, 2).reshape(b, length, width)
+    if mistake == "NO_PROJ":
+        return merged
+    return F.linear(merged, w["proj.weight"], w["proj.bias"])
+
+
+def _synthesizer_values(got: dict, case: dict) -> None:
+    """The outputs against the reference, every known mistake named."""
+    weights, x, nhead = got["weights"], case["x"], case["nhead"]
+    with torch.no_grad():
+        expected = reference_synthesizer(weights, x, nhead)
+        mistakes = {
+            message: reference_synthesizer(weights, x, nhead, key)
+            for key, message in checks.SYNTHESIZER_MISTAKES.items()
+        }
+    name = checks.synthesizer_name(case)
+    check_against_reference(got["out"], expected, name, mistakes, atol=1e-5, rtol=1e-4)
+
+
+def synthesizer_visible(seed: int, got: object) -> None:
+    """As the visible cell: the random case's parts and causality, the case by hand's values."""
+    cases = [*checks.synthesizer_cases(0, hidden=False), checks.synthesizer_hand_case()]
+    seen = _each(got, cases, "observation")
+    checks.judge_synthesizer_behaviour(checks.judge_synthesizer_parts(seen[0], cases[0]), cases[0])
+    hand = cases[1]
+    out = returned(seen[1], checks.synthesizer_name(hand))
+    assert isinstance(out, dict)
+    expected = reference_synthesizer(hand["weights"], hand["x"], hand["nhead"])
+    check_close(out["out"], expected, "SynthesizerAttention on the case by hand", atol=1e-5)
+
+
+def synthesizer_hidden(seed: int, got: object) -> None:
+    """As the hidden cell: parts, values against the reference, causality and dropout."""
+    cases = checks.synthesizer_cases(seed, hidden=True)
+    for case, seen in zip(cases, _each(got, cases, "observation"), strict=True):
+        observed = checks.judge_synthesizer_parts(seen, case)
+        _synthesizer_values(observed, case)
+        checks.judge_synthesizer_behaviour(observed, case)

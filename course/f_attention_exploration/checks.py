@@ -4,7 +4,8 @@ Every check calls the student's function on the keys (or vectors) it is given, r
 with the result and compares the read-out ``c`` with its target, with tolerances. None of them
 builds a query or a matrix itself: they accept any construction that does the job, and when it
 does not, they look for the usual reasons (a scale too small, a construction tied to the
-standard basis, the same query for both heads, ...) and name them.
+standard basis, the same query for both heads, ...) and name them. The checks of the
+synthesizer (a module, compared by value) are in ``synthesizer_checks``, re-exported here.
 """
 
 from __future__ import annotations
@@ -18,6 +19,17 @@ from course.f_attention_exploration.experiments import (
     attention_weights,
     sample_keys,
     spread_experiment,
+)
+from course.f_attention_exploration.synthesizer_checks import (  # noqa: F401 - re-exported
+    SYNTHESIZER_MISTAKES,
+    diagnose_synthesizer,
+    judge_synthesizer_behaviour,
+    judge_synthesizer_parts,
+    observe_synthesizer,
+    synthesizer_cases,
+    synthesizer_hand_case,
+    synthesizer_name,
+    synthesizer_with,
 )
 from course.testcells import check, check_tensor, expected_got, fail
 

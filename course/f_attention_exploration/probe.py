@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 
 import torch
 
+from course.f_attention_exploration import synthesizer_checks as synth
 from course.f_attention_exploration.experiments import random_orthonormal
 from course.probing import by_cell, draw, seed_of
 from course.verify import student
@@ -202,6 +203,19 @@ def flops_hidden(ns: dict, seed: int) -> object:
     return [_plain(flops(m, n, k)) for m, n, k in flops_cases(seed)]
 
 
+def synthesizer_visible(ns: dict, seed: int) -> object:
+    """The visible cell's random case (parts, causality) and its case by hand (values)."""
+    cls = student(ns, "SynthesizerAttention")
+    cases = [*synth.synthesizer_cases(0, hidden=False), synth.synthesizer_hand_case()]
+    return [synth.observe_synthesizer(cls, case) for case in cases]
+
+
+def synthesizer_hidden(ns: dict, seed: int) -> object:
+    cls = student(ns, "SynthesizerAttention")
+    cases = synth.synthesizer_cases(seed, hidden=True)
+    return [synth.observe_synthesizer(cls, case) for case in cases]
+
+
 # The test cells, each declared once: grade_id -> the function that observes it here and
 # judges it in judge/f_attention_exploration.py (course.probing).
 CELLS = {
@@ -217,5 +231,7 @@ CELLS = {
     "test_kqv_hidden": "kqv_hidden",
     "test_flops_visible": "flops_visible",
     "test_flops_hidden": "flops_hidden",
+    "test_synthesizer_visible": "synthesizer_visible",
+    "test_synthesizer_hidden": "synthesizer_hidden",
 }
 ITEMS = by_cell(CELLS, globals())

@@ -208,9 +208,9 @@ def test_the_check_finds_an_answer_given_too_early() -> None:
     assert undeclared(notebook("Not a question.")) != []
 
 
-# Leaks that the fourth read of the course found (issue 43): text that stood above a question and
-# gave its answer away. Each is put back just above its question; the question's declared key
-# phrases must now catch it, so the same leak cannot come back unnoticed.
+# Leaks that the fourth and fifth reads of the course found (issues 43 and 58): text that stood
+# above a question and gave its answer away. Each is put back just above its question; the
+# question's declared key phrases must now catch it, so the same leak cannot come back unnoticed.
 FOUND_LEAKS = [
     (
         "a_masks",
@@ -247,13 +247,31 @@ FOUND_LEAKS = [
         "Every name has its line there, so the fact is somewhere in the text; the pretrained model "
         "can only use it if pretraining stored it in its weights.",
     ),
+    # The fifth read (issue 58): hints that still stood above E's question 3, and the finding
+    # its part (b) quoted, which gave away part (d).
+    (
+        "e_pretraining",
+        "q_two_tasks",
+        "Fine-tuning replaces the language model's head, and with it the most direct reading of "
+        "what the model knows about order: its prediction of each next word.",
+    ),
+    (
+        "e_pretraining",
+        "q_two_tasks",
+        "Fine-tuning must not wreck what the base has learned (ULMFiT's discriminative learning "
+        "rates, Howard and Ruder 2018, go further and give every layer its own).",
+    ),
+    (
+        "e_pretraining",
+        "q_two_tasks",
+        "In an LSTM trained to predict the next character of 82 million Amazon reviews, Radford "
+        "et al. (2017) found a single unit that tracks the sentiment of the review.",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("assignment", "grade_id", "leak"), FOUND_LEAKS)
-def test_a_leak_found_by_the_fourth_read_would_be_caught(
-    assignment: str, grade_id: str, leak: str
-) -> None:
+def test_a_leak_found_by_a_read_would_be_caught(assignment: str, grade_id: str, leak: str) -> None:
     (path,) = (p for p in SOURCES if p.parent.name == assignment)
     nb = nbformat.read(path, as_version=4)
     assert answered_before_asked(nb) == []

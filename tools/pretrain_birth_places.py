@@ -3,13 +3,15 @@
     python tools/pretrain_birth_places.py --device cuda --bf16   # the shipped run (6 min, one GPU)
     python tools/pretrain_birth_places.py --steps 40 --d-model 64 --out /tmp/g.pt   # a smoke test
 
-The defaults are the shipped recipe, CS224N's: width 256, 8 heads, 4 layers, batches of 128 lines,
-15,000 steps (650 passes over ``wiki.txt``), AdamW at 3e-3. On a 2-core CPU that budget takes many
-hours: run it in stages (``--minutes`` and ``--resume``), or on a GPU.
+The defaults are the shipped recipe, at CS224N's size and budget: width 256, 8 heads, 4 layers,
+batches of 128 lines, 15,000 steps (650 passes over ``wiki.txt``); AdamW at 3e-3 (CS224N: 6e-3).
+On a 2-core CPU that budget takes many hours: run it in stages (``--minutes`` and ``--resume``),
+or on a GPU.
 
 The model is assignment D's language model as G's notebook gives it (the read-only cell
 ``given_lm`` of ``source/g_birth_places/``), here over characters. The objective is CS224N's span
-corruption: at every step, random lines of ``wiki.txt`` are corrupted afresh by the notebook's
+corruption with a closing MASK after the span: at every step, random lines of ``wiki.txt`` are
+corrupted afresh by the notebook's
 reference solution (the cell ``span_corruption_solution``), so the checkpoint always fits the
 notebook and the student package holds no copy of a graded answer. The loss skips the PAD targets.
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -181,67 +182,20 @@ def _lms_grade_options(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Carry out one parsed command; return its exit code."""
+    """Carry out one parsed command; return its exit code (the table COMMANDS names each one)."""
     if args.command == "lab":  # before nbgrader is loaded: this process becomes JupyterLab
         _lab(args)
-    # The sub-commands load nbgrader (several seconds on a busy machine): imported here, once a
-    # command is chosen, so that `course --help` and a mistyped command answer at once.
+    # The sub-commands load nbgrader (several seconds on a busy machine): imported by each
+    # command's function, once it is chosen, so `course --help` and a mistyped command answer
+    # at once.
     from grader.nbgrader_main import skip_slow_imports
 
     skip_slow_imports()  # a second of CPU less to load nbgrader (grader/nbgrader_main.py)
-    from grader import check, demo, pipeline, submission
-
-    if args.command == "check":
-        code, text = check.check(args.notebook, timeout=args.timeout)
-        print(text)
-        return code
-    if args.command == "submission":
-        out = submission.build(args.release_notebook, args.description, args.out)
-        print(f"wrote {out}")
-        return 0
-
+    command, needs_root = COMMANDS[args.command]
+    if not needs_root:
+        return command(args)
     root = (args.root.resolve() if args.root else None) or find_root()
-    if args.command == "release":
-        for name in [args.assignment] if args.assignment else assignments(root):
-            print(f"released {pipeline.release(root, name)}")
-    elif args.command == "autograde":
-        results = pipeline.autograde(
-            root,
-            args.assignment,
-            jobs=args.jobs,
-            students=args.student,
-            progress=_print_graded,
-            unsafe_no_sandbox=args.unsafe_no_sandbox,
-            cluster=_cluster(args),
-            warm=not args.cold,
-        )
-        return 0 if all(g.ok for g in results) else 1
-    elif args.command == "workers":
-        print(_workers_command(root, args))
-    elif args.command in ("collect", "feedback") or getattr(args, "lms", None):
-        return _lms_command(root, args)
-    elif args.command == "grades" and (args.out or args.gradebook or args.assignment):
-        raise CourseError(
-            "--out, --gradebook and --assignment go with --lms canvas|moodle (the grade "
-            "table's CSV: --csv)"
-        )
-    elif args.command == "grades":
-        rows = pipeline.grade_rows(root)
-        print(pipeline.format_grade_table(rows))
-        _print_problems(root)
-        print(f"written to {pipeline.write_grades_csv(rows, args.csv or root / 'grades.csv')}")
-    elif args.command == "demo":
-        chosen = args.assignments or assignments(root)
-        choose = None if args.all else lambda a, students: demo.representative(root, a, students)
-        demo.run(
-            root,
-            chosen,
-            jobs=args.jobs,
-            unsafe_no_sandbox=args.unsafe_no_sandbox,
-            choose=choose,
-            warm=not args.cold,
-        )
-    return 0
+    return command(root, args)
 
 
 def _lab(args: argparse.Namespace) -> None:
@@ -249,10 +203,93 @@ def _lab(args: argparse.Namespace) -> None:
     lab.start((args.root.resolve() if args.root else None) or find_root(), args.jupyter_args)
 
 
+def _check(args: argparse.Namespace) -> int:
+    """``course check NOTEBOOK``: the student's self-check."""
+    from grader import check  # loads nbgrader: once this command is chosen (run())
+
+    code, text = check.check(args.notebook, timeout=args.timeout)
+    print(text)
+    return code
+
+
+def _submission(args: argparse.Namespace) -> int:
+    """``course submission build``: a submission from a description."""
+    from grader import submission  # loads nbgrader: once this command is chosen (run())
+
+    print(f"wrote {submission.build(args.release_notebook, args.description, args.out)}")
+    return 0
+
+
+def _release(root: Path, args: argparse.Namespace) -> int:
+    """``course release [ASSIGNMENT]``."""
+    from grader import pipeline  # loads nbgrader: once this command is chosen (run())
+
+    for name in [args.assignment] if args.assignment else assignments(root):
+        print(f"released {pipeline.release(root, name)}")
+    return 0
+
+
+def _autograde(root: Path, args: argparse.Namespace) -> int:
+    """``course autograde ASSIGNMENT``: exit 1 when a submission was not graded."""
+    from grader import pipeline  # loads nbgrader: once this command is chosen (run())
+
+    results = pipeline.autograde(
+        root,
+        args.assignment,
+        jobs=args.jobs,
+        students=args.student,
+        progress=_print_graded,
+        unsafe_no_sandbox=args.unsafe_no_sandbox,
+        cluster=_cluster(args),
+        warm=not args.cold,
+    )
+    return 0 if all(g.ok for g in results) else 1
+
+
+def _workers(root: Path, args: argparse.Namespace) -> int:
+    print(_workers_command(root, args))
+    return 0
+
+
+def _grades(root: Path, args: argparse.Namespace) -> int:
+    """``course grades``: the table and its CSV, or (with --lms) the LMS's import file."""
+    if args.lms:
+        return _lms_command(root, args)
+    if args.out or args.gradebook or args.assignment:
+        raise CourseError(
+            "--out, --gradebook and --assignment go with --lms canvas|moodle (the grade "
+            "table's CSV: --csv)"
+        )
+    from grader import pipeline  # loads nbgrader: once this command is chosen (run())
+
+    rows = pipeline.grade_rows(root)
+    print(pipeline.format_grade_table(rows))
+    _print_problems(root)
+    print(f"written to {pipeline.write_grades_csv(rows, args.csv or root / 'grades.csv')}")
+    return 0
+
+
+def _demo(root: Path, args: argparse.Namespace) -> int:
+    """``course demo``: release, the demo class graded, feedback, the grade table."""
+    from grader import demo  # loads nbgrader: once this command is chosen (run())
+
+    chosen = args.assignments or assignments(root)
+    choose = None if args.all else lambda a, students: demo.representative(root, a, students)
+    demo.run(
+        root,
+        chosen,
+        jobs=args.jobs,
+        unsafe_no_sandbox=args.unsafe_no_sandbox,
+        choose=choose,
+        warm=not args.cold,
+    )
+    return 0
+
+
 def _lms_command(root: Path, args: argparse.Namespace) -> int:
     """``course collect``, ``course feedback [--zip]`` and ``course grades --lms``."""
     # these load nbgrader (see run()): imported once an LMS command is chosen
-    from grader import pipeline
+    from grader import pipeline  # loads nbgrader: once this command is chosen (run())
     from grader.lms import collect, export, feedback_zip  # (nbgrader too)
 
     if args.command == "collect":
@@ -315,6 +352,20 @@ def _print_problems(root: Path) -> None:
         print(f"\nNeeds attention ({report.FILE}):")
         for row in lines:
             print("  " + report.format_line(row))
+
+
+# Each sub-command's function, and whether it takes the course folder (found from cwd or --root).
+COMMANDS: dict[str, tuple[Callable[..., int], bool]] = {
+    "check": (_check, False),
+    "submission": (_submission, False),
+    "release": (_release, True),
+    "autograde": (_autograde, True),
+    "workers": (_workers, True),
+    "collect": (_lms_command, True),
+    "feedback": (_lms_command, True),
+    "grades": (_grades, True),
+    "demo": (_demo, True),
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -397,3 +397,13 @@ def test_check_sees_an_edited_read_only_cell() -> None:
     answer = graded_cell("f", "def f(): ...", solution=True)
     answer.metadata.nbgrader["checksum"] = "0"
     assert not check.edited(answer)
+
+
+def test_every_sub_command_has_its_function_in_the_table():
+    """The parser's sub-commands and cli.COMMANDS (plus lab, which runs before it) agree."""
+    import argparse
+
+    from grader import cli
+
+    subparsers = next(a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(subparsers.choices) == set(cli.COMMANDS) | {"lab"}

@@ -7,6 +7,7 @@ course collect ASSIGNMENT ZIP --lms canvas|moodle   an LMS download into submitt
 course feedback ASSIGNMENT [--zip]       feedback HTML without hidden tests (--zip: for the LMS)
 course grades [--csv PATH]               grade table (student x notebook) and CSV
 course grades --lms canvas|moodle [--out FILE]   the grades as the LMS imports them
+course report ASSIGNMENT [--out FILE]    the class at a glance: one HTML page (docs/grading.md)
 course demo [ASSIGNMENT...] [--jobs N] [--all]   release, the demo class (representative;
                                          --all: every demo student), autograde, feedback, grades
 course workers start|stop|status [--jobs N] [--idle MINUTES]   warm workers kept between runs
@@ -77,6 +78,13 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("grades", help="print the grade table and write it to CSV")
     p.add_argument("--csv", type=Path, help="CSV path (default: ROOT/grades.csv)")
     _lms_grade_options(p)
+
+    p = sub.add_parser("report", help="the class at a glance: one self-contained HTML page")
+    p.add_argument("assignment")
+    p.add_argument("--out", type=Path, help="the page (default: ROOT/class-report-ASSIGNMENT.html)")
+    p.add_argument(
+        "--threshold", type=float, default=0.3, help="alike: share of shared code (default 0.3)"
+    )
 
     p = sub.add_parser("demo", help="build and grade the demo class")
     p.add_argument("assignments", nargs="*", help="assignments (default: all)")
@@ -186,6 +194,13 @@ def run(args: argparse.Namespace) -> int:
         print(pipeline.format_grade_table(rows))
         _print_problems(root)
         print(f"written to {pipeline.write_grades_csv(rows, args.csv or root / 'grades.csv')}")
+    elif args.command == "report":
+        from grader import class_report_html  # matplotlib: once this command is chosen
+
+        if not 0 < args.threshold <= 1:
+            raise CourseError(f"--threshold is a share between 0 and 1, not {args.threshold}")
+        out = args.out or root / f"class-report-{args.assignment}.html"
+        print(f"written to {class_report_html.write(root, args.assignment, out, args.threshold)}")
     elif args.command == "demo":
         chosen = args.assignments or assignments(root)
         choose = None if args.all else lambda a, students: demo.representative(root, a, students)

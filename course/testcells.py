@@ -44,16 +44,35 @@ def mistake_key(depth: int = 1) -> str:
     gives the same key for every student and input (never the formatted message, which holds
     their numbers), and an edit elsewhere in the module leaves it. The frames of this module
     (``fail``, ``check``...) are skipped, unless the check is one of its generic ones (wrong
-    shape, dtype, values, number), whose key then starts with ``generic:``.
+    shape, dtype, values, number), whose key then starts with ``generic:`` and ends with
+    where it was called (``@MODULE:FUNCTION+LINE``). A check with a hint names the mistake it
+    suspects: its key is where it was called, as a named mistake's.
     """
     frame = sys._getframe(depth)
     while frame is not None and frame.f_code.co_name in _RAISERS and _here(frame):
         frame = frame.f_back
     if frame is None:
         return "unknown"
-    code, module = frame.f_code, frame.f_globals.get("__name__", "?")
-    site = f"{module}:{code.co_qualname}+{frame.f_lineno - code.co_firstlineno}"
-    return f"generic:{site}" if _here(frame) else site
+    if not _here(frame):
+        return _site(frame)
+    outer = frame.f_back  # the generic check's caller: where it was asked for
+    while outer is not None and _here(outer):
+        outer = outer.f_back
+    return f"generic:{_site(frame)}@{_site(outer) if outer is not None else '?'}"
+
+
+def _site(frame: object) -> str:
+    code, module = frame.f_code, frame.f_globals.get("__name__", "?")  # type: ignore[attr-defined]
+    return f"{module}:{code.co_qualname}+{frame.f_lineno - code.co_firstlineno}"  # type: ignore[attr-defined]
+
+
+def _caller() -> str:
+    """The key of the check being made: where the function of this module that calls this
+    was called from (outside this module)."""
+    frame = sys._getframe(2)
+    while frame is not None and _here(frame):
+        frame = frame.f_back
+    return _site(frame) if frame is not None else "unknown"
 
 
 def _here(frame: object) -> bool:
@@ -79,11 +98,11 @@ def guard() -> None:
         )
 
 
-def check(condition: bool, message: str) -> None:
-    """Fail with ``message`` unless ``condition`` holds."""
+def check(condition: bool, message: str, mistake: str | None = None) -> None:
+    """Fail with ``message`` unless ``condition`` holds (``mistake``: as :func:`fail`'s)."""
     guard()
     if not condition:
-        fail(message)
+        fail(message, mistake)
 
 
 def expected_got(what: str, expected: object, got: object, hint: str = "") -> str:
@@ -156,7 +175,8 @@ def check_close(
             "the reference values",
             first_difference(tensor, expected, atol, rtol),
             hint,
-        )
+        ),
+        _caller() if hint else None,
     )
 
 
@@ -218,7 +238,11 @@ def check_number(
     )
     assert isinstance(actual, (int, float))
     close = math.isclose(float(actual), float(expected), rel_tol=rel, abs_tol=0.0)
-    check(close, expected_got(f"{name} is wrong.", expected, actual, hint))
+    check(
+        close,
+        expected_got(f"{name} is wrong.", expected, actual, hint),
+        _caller() if hint else None,
+    )
 
 
 def passed(what: str) -> None:

@@ -95,8 +95,8 @@ def gather(root: Path, assignment: str, threshold: float = similarity.THRESHOLD)
     released = {name: _release(root, assignment, name) for name in notebooks}
     exercises = [e for name in notebooks for e in exercises_of(name, released[name])]
     grades = read_grades(root, assignment)
-    students = sorted({student for student, _, _ in grades} | set(_submitted(root, assignment)))
     kept = records.read_all(root, assignment)
+    students = sorted({student for student, _, _ in grades} | set(kept))  # graded, or tried
     code, blank = _solutions(root, assignment, students, released, exercises)
     subs = [similarity.submission(s, "\n".join(code[s])) for s in students if code.get(s)]
     return ClassData(
@@ -188,13 +188,6 @@ def read_grades(root: Path, assignment: str) -> dict:
     return grades
 
 
-def _submitted(root: Path, assignment: str) -> list[str]:
-    folder = root / "submitted"
-    if not folder.is_dir():
-        return []
-    return [p.name for p in folder.iterdir() if (p / assignment).is_dir()]
-
-
 def _solutions(
     root: Path,
     assignment: str,
@@ -250,6 +243,12 @@ def _lines(source: str) -> set[str]:
     return {line.strip() for line in source.splitlines() if line.strip()}
 
 
+def is_generic(key: str) -> bool:
+    """Whether a mistake key is a failure that no check of the course named (a generic check
+    of :mod:`course.testcells` without a hint, an error raised, a plain assertion)."""
+    return key in NOT_NAMED or key.startswith("generic:")
+
+
 def exercise_of_cells(exercises: list[Exercise]) -> dict[tuple[str, str], str]:
     """(notebook, grade id) -> the exercise it belongs to."""
     return {(e.notebook, cell): e.name for e in exercises for cell in e.cells}
@@ -269,7 +268,7 @@ def rank_mistakes(exercises: list[Exercise], kept: dict[str, dict]) -> dict[str,
                 if exercise is None or not isinstance(mistake, dict):
                     continue
                 key = str(mistake.get("key") or contract.UNNAMED)
-                named = key not in NOT_NAMED and not key.startswith("generic:")
+                named = not is_generic(key)
                 entry = found[exercise].setdefault(key, Mistake(key, "", named))
                 entry.students.add(student)
                 text = str(mistake.get("message") or "")

@@ -20,7 +20,8 @@ body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222;
 h1{font-size:1.6em} h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
 table{border-collapse:collapse;margin:.5em 0} td,th{border:1px solid #ddd;padding:.25em .6em;
 text-align:left;vertical-align:top} th{background:#f4f4f4}
-.num{text-align:right} .exercise{display:flex;gap:2em;align-items:flex-start;flex-wrap:wrap}
+.num{text-align:right} .exercise{display:grid;grid-template-columns:34em 1fr;gap:2em;
+align-items:start}
 .message{white-space:pre-wrap;font-family:monospace;font-size:.85em;background:#fafafa;
 border-left:3px solid #c66;padding:.3em .6em;margin:.2em 0;max-width:60em}
 .other .message{border-left-color:#999} .students a{margin-right:.5em}
@@ -80,12 +81,27 @@ def _figure(draw: object, width: float = 4.0, height: float = 2.4) -> str:
     return f'<img alt="figure" src="data:image/png;base64,{data}">'
 
 
-def _histogram(values: list[float], xlabel: str, most: float | None = None) -> str:
+def _histogram(values: list[float], xlabel: str) -> str:
+    """A histogram of ``values`` (seconds)."""
+
     def draw(axes: object) -> None:
-        top = most if most is not None else max(values, default=1.0)
-        steps = sorted({round(v, 3) for v in values})
-        bins = [*steps, top + 1] if len(steps) <= 12 and most is not None else 20
-        axes.hist(values, bins=bins, color="#4a7ab5", edgecolor="white", align="left")
+        axes.hist(values, bins=20, color="#4a7ab5", edgecolor="white")
+        axes.set_xlabel(xlabel)
+        axes.set_ylabel("students")
+
+    return _figure(draw)
+
+
+def _points_chart(values: list[float], xlabel: str, most: float) -> str:
+    """How many students got each number of points, from 0 to ``most``."""
+    counts: dict[float, int] = {}
+    for value in values:
+        counts[round(value, 2)] = counts.get(round(value, 2), 0) + 1
+
+    def draw(axes: object) -> None:
+        axes.bar(list(counts), list(counts.values()), width=0.6, color="#4a7ab5")
+        axes.set_xlim(-0.6, most + 0.6)
+        axes.set_xticks(range(int(most) + 1))
         axes.set_xlabel(xlabel)
         axes.set_ylabel("students")
 
@@ -131,7 +147,8 @@ def _exercises(data: ClassData) -> str:
         tricked = visible_not_hidden(data, exercise)
         blank = data.blank.get(exercise.name, set())
         full = sum(1 for p in points.values() if p >= most)
-        figure = _histogram(list(points.values()), f"points of {exercise.name} (of {most:g})", most)
+        label = f"points of {exercise.name} (of {most:g})"
+        figure = _points_chart(list(points.values()), label, most)
         rows.append(
             f'<div class="exercise"><div><h3>{escape(exercise.name)}</h3><table>'
             f"<tr><th>test cells</th><td>{escape(', '.join(exercise.cells))}</td></tr>"

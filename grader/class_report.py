@@ -246,7 +246,7 @@ def _lines(source: str) -> set[str]:
 def is_generic(key: str) -> bool:
     """Whether a mistake key is a failure that no check of the course named (a generic check
     of :mod:`course.testcells` without a hint, an error raised, a plain assertion)."""
-    return key in NOT_NAMED or key.startswith("generic:")
+    return key in NOT_NAMED or key.startswith(("generic:", f"{contract.RAISED}:"))
 
 
 def exercise_of_cells(exercises: list[Exercise]) -> dict[tuple[str, str], str]:

@@ -79,8 +79,10 @@ def _verdict(judge: Judge, seed: int, observed: object) -> str | None:
 
 def _judged(judge: Judge, seed: int, observed: object) -> tuple[str | None, dict[str, str]]:
     """The verdict, and the mistake (key, message) when a check of the course failed."""
-    if contract.is_error(observed):
-        return f"the code raised {observed['error']}", {"key": contract.RAISED, "message": ""}
+    if contract.is_error(observed):  # no value to judge: keyed by what was raised
+        verdict = f"the code raised {observed['error']}"
+        kind = str(observed["error"]).split(":", 1)[0].split("(", 1)[0].strip()[:60]
+        return verdict, {"key": f"{contract.RAISED}:{kind}", "message": verdict}
     try:
         judge(seed, observed)
     except AssertionError as error:  # a check of the course: its message teaches

@@ -254,7 +254,8 @@ def _written(data: ClassData) -> str:
     total = sum(len(v) for v in questions.values())
     figure = _boxes(spread) if graded else "<p>None graded yet: the spread comes later.</p>"
     return (
-        f"{head}<p>{graded} of {total} answers graded by hand so far (formgrader).</p>"
+        f"{head}<p>{graded} of {total} answers graded so far (by hand in formgrader; an answer "
+        "left blank is given 0 by nbgrader itself).</p>"
         "<table><tr><th>question</th><th>graded</th><th>mean</th><th>of</th></tr>"
         f"{''.join(rows)}</table>{figure}"
     )
@@ -264,7 +265,7 @@ def _boxes(spread: dict[str, list[float]]) -> str:
     names = [name for name, values in spread.items() if values]
 
     def draw(axes: object) -> None:
-        axes.boxplot([spread[n] for n in names], vert=False)
+        axes.boxplot([spread[n] for n in names], orientation="horizontal")
         axes.set_yticks(range(1, len(names) + 1), names)
         axes.set_xlabel("points given by hand")
 

@@ -79,13 +79,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", type=Path, help="CSV path (default: ROOT/grades.csv)")
     _lms_grade_options(p)
 
-    p = sub.add_parser("report", help="the class at a glance: one self-contained HTML page")
-    p.add_argument("assignment")
-    p.add_argument("--out", type=Path, help="the page (default: ROOT/class-report-ASSIGNMENT.html)")
-    p.add_argument(
-        "--threshold", type=float, default=0.3, help="alike: share of shared code (default 0.3)"
-    )
-
+    _report_options(sub.add_parser("report", help="the class at a glance: one HTML page"))
     p = sub.add_parser("demo", help="build and grade the demo class")
     p.add_argument("assignments", nargs="*", help="assignments (default: all)")
     p.add_argument("--jobs", type=int, default=_jobs_default(), help="students graded at once")
@@ -149,6 +143,14 @@ def _lms_grade_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _report_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("assignment")
+    p.add_argument("--out", type=Path, help="the page (default: ROOT/class-report-ASSIGNMENT.html)")
+    p.add_argument(
+        "--threshold", type=float, default=0.3, help="alike: share of shared code (default 0.3)"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """Carry out one parsed command; return its exit code."""
     # The sub-commands load nbgrader (several seconds on a busy machine): imported here, once a
@@ -195,12 +197,7 @@ def run(args: argparse.Namespace) -> int:
         _print_problems(root)
         print(f"written to {pipeline.write_grades_csv(rows, args.csv or root / 'grades.csv')}")
     elif args.command == "report":
-        from grader import class_report_html  # matplotlib: once this command is chosen
-
-        if not 0 < args.threshold <= 1:
-            raise CourseError(f"--threshold is a share between 0 and 1, not {args.threshold}")
-        out = args.out or root / f"class-report-{args.assignment}.html"
-        print(f"written to {class_report_html.write(root, args.assignment, out, args.threshold)}")
+        print(f"written to {_report_command(root, args)}")
     elif args.command == "demo":
         chosen = args.assignments or assignments(root)
         choose = None if args.all else lambda a, students: demo.representative(root, a, students)
@@ -237,6 +234,16 @@ def _lms_command(root: Path, args: argparse.Namespace) -> int:
         path = export.export(root, args.lms, out, missing=args.missing)
         print(f"grades written to {path} for import into {args.lms.title()}")
     return 0
+
+
+def _report_command(root: Path, args: argparse.Namespace) -> Path:
+    """``course report ASSIGNMENT``: the class page (docs/grading.md); where it was written."""
+    from grader import class_report_html  # matplotlib: once this command is chosen
+
+    if not 0 < args.threshold <= 1:
+        raise CourseError(f"--threshold is a share between 0 and 1, not {args.threshold}")
+    out = args.out or root / f"class-report-{args.assignment}.html"
+    return class_report_html.write(root, args.assignment, out, args.threshold)
 
 
 def _workers_command(root: Path, args: argparse.Namespace) -> str:

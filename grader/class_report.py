@@ -30,7 +30,7 @@ from nbgrader.api import (
 from nbgrader.api import Grade as GradeRow
 
 from course import contract
-from grader import records, report, similarity
+from grader import records, report, similarity, submission
 from grader.gradebook import sqlite_file
 from grader.notebooks import read_notebook
 from grader.paths import CourseError, db_url, release_notebooks, require_assignment
@@ -99,6 +99,7 @@ def gather(root: Path, assignment: str, threshold: float = similarity.THRESHOLD)
     students = sorted({student for student, _, _ in grades} | set(kept))  # graded, or tried
     code, blank = _solutions(root, assignment, students, released, exercises)
     subs = [similarity.submission(s, "\n".join(code[s])) for s in students if code.get(s)]
+    given = similarity.submission("", "\n".join(instructors_code(root, assignment, notebooks)))
     return ClassData(
         assignment=assignment,
         students=students,
@@ -109,7 +110,7 @@ def gather(root: Path, assignment: str, threshold: float = similarity.THRESHOLD)
         problems=[r for r in report.problems(root) if r["assignment"] == assignment],
         seconds={s: float(r.get("seconds") or 0.0) for s, r in kept.items()},
         feedback=_feedback(root, assignment, students, notebooks),
-        pairs=similarity.alike(subs, threshold),
+        pairs=similarity.alike(subs, threshold, given),
         code=code,
         threshold=threshold,
     )
@@ -237,6 +238,19 @@ def solution_code(
                 written.add((name, cell["id"]))
                 lines += [f"# --- {cell['id']}", *own]
     return lines, written
+
+
+def instructors_code(root: Path, assignment: str, notebooks: list[str]) -> list[str]:
+    """The instructor's solutions (``source/``, nbgrader's markers left out), cell by cell."""
+    lines: list[str] = []
+    for name in notebooks:
+        try:
+            source = read_notebook(root / "source" / assignment / f"{name}.ipynb")
+        except CourseError:
+            continue  # a course folder without source/: nothing to leave out
+        for cell_id, code in submission.reference_code(source).items():
+            lines += [f"# --- {cell_id}", *code.splitlines()]
+    return lines
 
 
 def _lines(source: str) -> set[str]:

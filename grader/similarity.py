@@ -18,9 +18,10 @@ string ``S``, so that renaming, re-commenting and reformatting change nothing; k
 operators, builtins, the libraries' names (``torch``, ``nn``...) and attributes after a dot
 (``.tril``, ``.masked_fill``) are kept, so that two solutions calling different functions
 differ. What the release gives is left out before (:func:`grader.class_report` keeps the
-solution cells only and drops the lines of their stubs), and a fingerprint found in more than
-:func:`common_limit` submissions is a passage many students write alike (the idiomatic
-one-liner, the course's own hint): it counts for no pair.
+solution cells only and drops the lines of their stubs). A passage of the instructor's own
+solution counts for no pair (short exercises have an idiomatic answer, which honest students
+find too), nor does a fingerprint found in more than :func:`common_limit` submissions: a passage
+many students write alike.
 
 A pair is listed when the tokens of its shared passages cover at least ``threshold`` of the
 smaller of the two submissions: a pair to look at, never a verdict.
@@ -155,13 +156,17 @@ def common_limit(count: int) -> int:
     return max(3, count // 20)
 
 
-def alike(subs: list[Submission], threshold: float = THRESHOLD) -> list[Pair]:
+def alike(
+    subs: list[Submission], threshold: float = THRESHOLD, given: Submission | None = None
+) -> list[Pair]:
     """The pairs whose shared passages cover at least ``threshold`` of the smaller one, the
-    most alike first."""
+    most alike first. A passage of ``given`` (the instructor's own solution) counts for none."""
     index: dict[int, list[int]] = defaultdict(list)  # hash -> submissions that have it
     for number, sub in enumerate(subs):
         for value in sub.fingerprints:
             index[value].append(number)
+    for value in given.fingerprints if given is not None else ():
+        index.pop(value, None)
     limit = common_limit(len(subs))
     shared: dict[tuple[int, int], set[int]] = defaultdict(set)
     for value, holders in index.items():

@@ -127,6 +127,13 @@ def test_a_passage_many_students_share_counts_for_no_pair() -> None:
     assert similarity.common_limit(8) < 8 and similarity.alike(subs, threshold=0.01) == []
 
 
+def test_the_instructors_own_solution_counts_for_no_pair() -> None:
+    subs = [similarity.submission("ann", ORIGINAL), similarity.submission("bob", RENAMED)]
+    given = similarity.submission("", OTHER + ORIGINAL)
+    assert similarity.alike(subs, threshold=0.01, given=given) == []
+    assert similarity.alike(subs, threshold=0.01, given=similarity.submission("", OTHER))
+
+
 def test_code_that_does_not_tokenize_is_read_word_by_word() -> None:
     broken = ORIGINAL + '\n    x = "unfinished\n    (('
     found = similarity.tokens(broken)

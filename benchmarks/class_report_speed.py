@@ -112,6 +112,26 @@ def _own(rng: random.Random, count: int) -> str:
     return "\n".join(rng.sample(HELPERS, count))
 
 
+def _individual(code: str, rng: random.Random) -> str:
+    """``code`` as one student writes it: a line of their own (a check, a temporary, its
+    operators drawn at random) after every second statement, and a helper line or two at the
+    end. Two students who drew the same way share only short runs of it."""
+    lines, out = code.splitlines(), []
+    for number, line in enumerate(lines):
+        out.append(line)
+        after = lines[number + 1] if number + 1 < len(lines) else ""
+        indent = line[: len(line) - len(line.lstrip())]
+        closed = line.count("(") == line.count(")") and line.count("[") == line.count("]")
+        simple = line.strip() and not line.rstrip().endswith((":", ",", "(", "[", "\\"))
+        same_block = after.startswith(indent) and not after[len(indent) :].startswith(" ")
+        if number % 2 and simple and closed and same_block and indent:
+            ops = " ".join(
+                f"{rng.choice('+-*/%')} {rng.choice(['a', 'b', '1', '2.0'])}" for _ in range(3)
+            )
+            out.append(f"{indent}t{number} = 1 {ops}")
+    return "\n".join(out) + "\n" + _own(rng, rng.choice([1, 2]))
+
+
 def make_class(root: Path, students: int, pairs: int = PAIRS, seed: int = 0) -> dict:
     """Generate the class in the course folder ``root``; return what was planted: the pairs
     of copiers, and by demo student whose mistake a student made, those students."""
@@ -127,21 +147,18 @@ def make_class(root: Path, students: int, pairs: int = PAIRS, seed: int = 0) -> 
     planted: dict = {"pairs": copiers, "mistakes": {}}
     release = nbformat.read(root / "release" / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
     gradebook = _Gradebook(root, release)
-    chosen: dict[str, tuple[dict, dict[str, str]]] = {}  # student -> picks, own lines
+    chosen: dict[str, tuple[dict, dict[str, str]]] = {}  # student -> picks, code written
     partner = {b: a for a, b in copiers}
     for student in names:
         if student in partner:  # copied: the same code, renamed and commented otherwise
-            picks, own = chosen[partner[student]]
+            picks, written = chosen[partner[student]]
         else:
             picks = {gid: _pick(options, rng) for gid, options in ways.items()}
-            copier = any(student == a for a, _ in copiers)
-            own = {gid: _own(rng, 5) for gid in picks} if copier else {}
-            if not copier and rng.random() < 0.4:
-                own = {rng.choice(sorted(picks)): _own(rng, 2)}
-        chosen[student] = (picks, own)
-        code = {gid: _renamed(code, rng) for gid, (_, code, _) in picks.items()}
-        code = {gid: f"{text}\n{own[gid]}" if gid in own else text for gid, text in code.items()}
-        blank = {gid for gid in code if student not in partner and not own and rng.random() < 0.03}
+            written = {gid: _individual(code, rng) for gid, (_, code, _) in picks.items()}
+        chosen[student] = (picks, written)
+        code = {gid: _renamed(text, rng) for gid, text in written.items()}
+        copier = student in partner or student in {a for a, _ in copiers}
+        blank = {gid for gid in code if not copier and rng.random() < 0.03}
         _write_submission(root, student, release, {g: c for g, c in code.items() if g not in blank})
         failing = {cell for _, _, e in picks.values() for cell in e.get("fail", [])}
         for who, _, expect in picks.values():
@@ -253,9 +270,13 @@ def main() -> None:
         subprocess.run([*command, ASSIGNMENT], check=True)
         took = time.monotonic() - start
         page = (root / f"class-report-{ASSIGNMENT}.html").read_text()
-        found = sum(f"{a} and {b}" in page for a, b in planted["pairs"])
+        listed = re.findall(
+            r'<tr class="pair"><td>\d+</td><td><a href="#pair-\d+">([^<\s]+) and ([^<\s]+)<', page
+        )
+        ranks = sorted(listed.index(pair) + 1 for pair in planted["pairs"] if pair in listed)
         print(f"course report {ASSIGNMENT} on {args.students} submissions: {took:.1f} s "
-              f"({len(planted['pairs'])} copied pairs planted, {found} listed)")  # fmt: skip
+              f"({len(planted['pairs'])} copied pairs planted; listed at ranks {ranks} of "
+              f"{len(listed)} pairs)")  # fmt: skip
 
 
 if __name__ == "__main__":

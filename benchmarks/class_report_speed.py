@@ -7,8 +7,8 @@ folder with A's release, a gradebook holding every student's points (nbgrader's 
 ``grading_report.csv``, the records of grading (:mod:`grader.records`: time, verdicts, mistake
 keys) and a submitted notebook per student. Each student's solution cells are drawn from the
 demo class's ways of writing each function (the reference and every demo student's code, so
-correct ones and typical mistakes), with the names the student chose renamed, comments and a
-line of their own added; some leave an exercise blank. :data:`PAIRS` pairs of students copied
+correct ones and typical mistakes), with the names the student chose renamed, comments and
+lines of their own added; some leave an exercise blank. :data:`PAIRS` pairs of students copied
 from each other (the same code of their own, renamed and commented differently). Then
 ``course report a_masks`` runs in a process of its own, and the time it took is printed.
 

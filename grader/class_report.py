@@ -108,7 +108,7 @@ def gather(root: Path, assignment: str, threshold: float = similarity.THRESHOLD)
         blank=blank,
         mistakes=rank_mistakes(exercises, kept),
         problems=[r for r in report.problems(root) if r["assignment"] == assignment],
-        seconds={s: float(r.get("seconds") or 0.0) for s, r in kept.items()},
+        seconds={s: float(r["seconds"]) for s, r in kept.items() if r.get("seconds")},
         feedback=_feedback(root, assignment, students, notebooks),
         pairs=similarity.alike(subs, threshold, given),
         code=code,

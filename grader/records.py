@@ -49,6 +49,19 @@ def write(root: Path, assignment: str, student: str, record: dict) -> None:
     os.replace(temporary, target)
 
 
+def add_notebook(
+    root: Path, assignment: str, student: str, notebook: str, verification: Verification
+) -> None:
+    """Keep one notebook's verdicts in the student's record (plain ``nbgrader autograde`` and
+    formgrader's button, which judge notebook by notebook: no grading time is known there)."""
+    try:
+        record = json.loads(path(root, assignment, student).read_text())
+    except (OSError, ValueError):
+        record = {"seconds": 0.0, "notebooks": {}}
+    record.setdefault("notebooks", {}).update(of(0.0, {notebook: verification})["notebooks"])
+    write(root, assignment, student, record)
+
+
 def read_all(root: Path, assignment: str) -> dict[str, dict]:
     """Every kept record of ``assignment``, by student (an unreadable file is skipped)."""
     records = {}

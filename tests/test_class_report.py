@@ -22,6 +22,7 @@ from course import contract
 from course.testcells import GradingError, check_against_reference, check_close, fail
 from grader import class_report, class_report_html, demo, records, similarity
 from grader.cli import main
+from grader.verification import Verification
 from tests.conftest import REPO, pipeline_students
 
 
@@ -78,6 +79,21 @@ def test_the_judges_reply_carries_the_mistakes_and_an_old_reply_reads_as_none() 
     assert contract.read_reply(line) == ({"test_a": "m", "test_b": None}, "")
     assert contract.read_mistakes(line) == mistakes
     assert contract.read_mistakes('{"verdicts": {"test_a": null}}\n') == {}
+
+
+def test_a_record_keeps_each_notebooks_verdicts_and_the_time(tmp_path: Path) -> None:
+    first = verification_of({"test_a": "wrong"}, {"test_a": {"key": "k", "message": "wrong"}})
+    records.write(tmp_path, "a", "ann", records.of(7.5, {"one": first}))
+    records.add_notebook(tmp_path, "a", "ann", "two", verification_of({"test_b": None}, {}))
+    records.add_notebook(tmp_path, "a", "bob", "one", first)  # plain nbgrader: no time
+    kept = records.read_all(tmp_path, "a")
+    assert kept["ann"]["seconds"] == 7.5 and set(kept["ann"]["notebooks"]) == {"one", "two"}
+    assert kept["ann"]["notebooks"]["one"]["mistakes"]["test_a"]["key"] == "k"
+    assert kept["bob"]["seconds"] == 0.0 and list(kept["bob"]["notebooks"]) == ["one"]
+
+
+def verification_of(verdicts: dict, mistakes: dict) -> Verification:
+    return Verification(verdicts=verdicts, mistakes=mistakes)
 
 
 # ----------------------------------------------------------------------------- similarity

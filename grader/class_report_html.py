@@ -27,7 +27,7 @@ border-left:3px solid #c66;padding:.3em .6em;margin:.2em 0;max-width:60em}
 .other .message{border-left-color:#999} .students a{margin-right:.5em}
 .side{display:grid;grid-template-columns:1fr 1fr;gap:1em} pre{margin:0;font-size:.8em;
 overflow-x:auto;background:#fafafa;padding:.4em} .shared{background:#fde9a8;display:block}
-.note{color:#555;font-size:.9em} nav a{margin-right:1em}
+.note{color:#555;font-size:.9em} nav a{margin-right:1em} .mistake{margin-top:.9em}
 """
 
 

@@ -22,6 +22,10 @@ import os
 OBSERVATIONS_SUFFIX = ".observations.pt"  # NOTEBOOK.observations.pt beside the graded notebook
 LOG_SUFFIX = ".log"  # the kernel's log: the observations' path + LOG_SUFFIX
 ERROR_CHARS = 500  # an error observation's message, at most
+MESSAGE_CHARS = 2000  # a failed check's message in the judge's reply, at most
+# The mistake keys of failures that no check of the course named: the student's code raised,
+# a plain assertion, observations of the wrong kind.
+RAISED, UNNAMED, BROKEN = "raised", "unnamed", "broken"
 LOG_EVENTS = ("start", "error", "interrupted")  # what a log line says of an item
 
 
@@ -96,9 +100,12 @@ def read_request(line: str) -> tuple[str, int, str]:
     return str(request["assignment"]), int(request["seed"]), str(request["path"])
 
 
-def verdicts_line(verdicts: dict[str, str | None]) -> str:
-    """The judge's reply: one verdict per test cell (None: passes, else why it fails)."""
-    return json.dumps({"verdicts": verdicts}) + "\n"
+def verdicts_line(
+    verdicts: dict[str, str | None], mistakes: dict[str, dict[str, str]] | None = None
+) -> str:
+    """The judge's reply: one verdict per test cell (None: passes, else why it fails), and
+    for each failed cell the mistake named (``{"key": ..., "message": ...}``)."""
+    return json.dumps({"verdicts": verdicts, "mistakes": mistakes or {}}) + "\n"
 
 
 def refused_line(reason: str) -> str:
@@ -112,3 +119,8 @@ def read_reply(line: str) -> tuple[dict[str, str | None], str]:
     if "refused" in reply:
         return {}, str(reply["refused"])
     return dict(reply["verdicts"]), ""
+
+
+def read_mistakes(line: str) -> dict[str, dict[str, str]]:
+    """The mistakes of a reply line (empty when refused, or from a judge that named none)."""
+    return dict(json.loads(line).get("mistakes") or {})

@@ -12,6 +12,8 @@ replaces ``torch.allclose`` later does not change what these helpers compute.
 from __future__ import annotations
 
 import math
+import re
+import sys
 from collections.abc import Mapping, Sequence
 from typing import NoReturn
 
@@ -27,12 +29,63 @@ _is_tensor = torch.is_tensor
 
 
 class GradingError(AssertionError):
-    """A failed check. Its message is written for the student."""
+    """A failed check. Its message is written for the student; ``mistake`` is the stable key of
+    the check that failed (:func:`mistake_key`), which the class report counts."""
+
+    def __init__(self, message: str = "", mistake: str | None = None) -> None:
+        super().__init__(message)
+        self.mistake = mistake or mistake_key()
 
 
-def fail(message: str) -> NoReturn:
-    """Raise a :class:`GradingError` with ``message``."""
-    raise GradingError(message)
+def mistake_key(depth: int = 1) -> str:
+    """The stable key of the check raising now: where it stands in the course's code.
+
+    ``MODULE:FUNCTION+LINE``, the line counted from the function's first line: the same check
+    gives the same key for every student and input (never the formatted message, which holds
+    their numbers), and an edit elsewhere in the module leaves it. The frames of this module
+    (``fail``, ``check``...) are skipped, unless the check is one of its generic ones (wrong
+    shape, dtype, values, number), whose key then starts with ``generic:`` and ends with
+    where it was called (``@MODULE:FUNCTION+LINE``). A check with a hint names the mistake it
+    suspects: its key is where it was called, as a named mistake's.
+    """
+    frame = sys._getframe(depth)
+    while frame is not None and frame.f_code.co_name in _RAISERS and _here(frame):
+        frame = frame.f_back
+    if frame is None:
+        return "unknown"
+    if not _here(frame):
+        return _site(frame)
+    outer = frame.f_back  # the generic check's caller: where it was asked for
+    while outer is not None and _here(outer):
+        outer = outer.f_back
+    return f"generic:{_site(frame)}@{_site(outer) if outer is not None else '?'}"
+
+
+def _site(frame: object) -> str:
+    code, module = frame.f_code, frame.f_globals.get("__name__", "?")  # type: ignore[attr-defined]
+    return f"{module}:{code.co_qualname}+{frame.f_lineno - code.co_firstlineno}"  # type: ignore[attr-defined]
+
+
+def _caller() -> str:
+    """The key of the check being made: where the function of this module that calls this
+    was called from (outside this module)."""
+    frame = sys._getframe(2)
+    while frame is not None and _here(frame):
+        frame = frame.f_back
+    return _site(frame) if frame is not None else "unknown"
+
+
+def _here(frame: object) -> bool:
+    return frame.f_globals.get("__name__") == __name__  # type: ignore[attr-defined]
+
+
+_RAISERS = {"__init__", "mistake_key", "fail", "check", "guard"}
+
+
+def fail(message: str, mistake: str | None = None) -> NoReturn:
+    """Raise a :class:`GradingError` with ``message``; ``mistake`` names it (a stable key; by
+    default where ``fail`` was called, :func:`mistake_key`)."""
+    raise GradingError(message, mistake or mistake_key(2))
 
 
 def guard() -> None:
@@ -45,11 +98,11 @@ def guard() -> None:
         )
 
 
-def check(condition: bool, message: str) -> None:
-    """Fail with ``message`` unless ``condition`` holds."""
+def check(condition: bool, message: str, mistake: str | None = None) -> None:
+    """Fail with ``message`` unless ``condition`` holds (``mistake``: as :func:`fail`'s)."""
     guard()
     if not condition:
-        fail(message)
+        fail(message, mistake)
 
 
 def expected_got(what: str, expected: object, got: object, hint: str = "") -> str:
@@ -122,7 +175,8 @@ def check_close(
             "the reference values",
             first_difference(tensor, expected, atol, rtol),
             hint,
-        )
+        ),
+        _caller() if hint else None,
     )
 
 
@@ -143,6 +197,13 @@ def name_the_mistake(
     return None
 
 
+def entry_key(site: str, message: str) -> str:
+    """The stable key of one entry of a ``mistakes`` table checked at ``site``: the site and
+    the message's first words, without digits (a message may hold sizes)."""
+    words = re.findall(r"[a-z]+", message.lower())[:8]
+    return f"{site}#{'-'.join(words)}"
+
+
 def check_against_reference(
     actual: object,
     expected: torch.Tensor,
@@ -157,7 +218,7 @@ def check_against_reference(
         return
     known = name_the_mistake(tensor, mistakes or {}, atol, rtol)
     if known:
-        fail(f"{name}: {known}")
+        fail(f"{name}: {known}", entry_key(mistake_key(2), known))
     fail(
         expected_got(
             f"{name} has the wrong values.",
@@ -177,7 +238,11 @@ def check_number(
     )
     assert isinstance(actual, (int, float))
     close = math.isclose(float(actual), float(expected), rel_tol=rel, abs_tol=0.0)
-    check(close, expected_got(f"{name} is wrong.", expected, actual, hint))
+    check(
+        close,
+        expected_got(f"{name} is wrong.", expected, actual, hint),
+        _caller() if hint else None,
+    )
 
 
 def passed(what: str) -> None:

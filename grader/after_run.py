@@ -30,7 +30,7 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool
 
-from grader import quota, report, tampering, verification
+from grader import quota, records, report, tampering, verification
 from grader.grading import TIMED_OUT
 from grader.limits import Limits
 from grader.notebooks import read_notebook
@@ -108,6 +108,8 @@ class VerifyPoints(NbGraderPreprocessor):
         disk_mb = Limits(config=self.config).disk_mb
         over = quota.enforce(folder, disk_mb, [f"{name}.ipynb"])
         checked = self._judged(assignment, int(course.get("seed", 0)), folder, name)
+        if checked is not None:  # for the class report (course report)
+            records.add_notebook(root, assignment, student, name, checked)
         source = read_notebook(root / "source" / assignment / f"{name}.ipynb")
         scanned = tampering.scan_notebook(nb, source, assignment, assignments(root))
         with Gradebook(info["db_url"]) as gb:

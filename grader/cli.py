@@ -9,6 +9,7 @@ course grades [--csv PATH]               grade table (student x notebook) and CS
 course grades --lms canvas|moodle [--out FILE]   the grades as the LMS imports them
    [--gradebook EXPORT.csv] [--assignment NAME] [--missing skip|blank|zero]   ... filled into
                                          the LMS's own gradebook export
+course report ASSIGNMENT [--out FILE]    the class at a glance: one HTML page (docs/grading.md)
 course demo [ASSIGNMENT...] [--jobs N] [--all]   release, the demo class (representative;
                                          --all: every demo student), autograde, feedback, grades
 course workers start|stop|status [--jobs N] [--idle MINUTES]   warm workers kept between runs
@@ -82,6 +83,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", type=Path, help="CSV path (default: ROOT/grades.csv)")
     _lms_grade_options(p)
 
+    _report_options(sub.add_parser("report", help="the class at a glance: one HTML page"))
     p = sub.add_parser("demo", help="build and grade the demo class")
     p.add_argument("assignments", nargs="*", help="assignments (default: all)")
     p.add_argument("--jobs", type=int, default=_jobs_default(), help="students graded at once")
@@ -178,6 +180,14 @@ def _lms_grade_options(p: argparse.ArgumentParser) -> None:
         default="skip",
         help="with --lms: a student who submitted nothing: skip (default: the cell is left as "
         "the gradebook has it, empty in a new file), blank, or zero",
+    )
+
+
+def _report_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("assignment")
+    p.add_argument("--out", type=Path, help="the page (default: ROOT/class-report-ASSIGNMENT.html)")
+    p.add_argument(
+        "--threshold", type=float, default=0.3, help="alike: share of shared code (default 0.3)"
     )
 
 
@@ -321,6 +331,17 @@ def _lms_command(root: Path, args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(root: Path, args: argparse.Namespace) -> int:
+    """``course report ASSIGNMENT``: the class page (docs/grading.md)."""
+    from grader import class_report_html  # matplotlib: once this command is chosen
+
+    if not 0 < args.threshold <= 1:
+        raise CourseError(f"--threshold is a share between 0 and 1, not {args.threshold}")
+    out = args.out or root / f"class-report-{args.assignment}.html"
+    print(f"written to {class_report_html.write(root, args.assignment, out, args.threshold)}")
+    return 0
+
+
 def _workers_command(root: Path, args: argparse.Namespace) -> str:
     """``course workers start|stop|status``: what to tell the user."""
     from grader import warm_service  # jupyter_client: once this command is chosen
@@ -364,6 +385,7 @@ COMMANDS: dict[str, tuple[Callable[..., int], bool]] = {
     "collect": (_lms_command, True),
     "feedback": (_lms_command, True),
     "grades": (_grades, True),
+    "report": (_report, True),
     "demo": (_demo, True),
 }
 

@@ -19,7 +19,16 @@ from pathlib import Path
 
 from nbgrader.api import Gradebook
 
-from grader import gradebook, nbgrader_run, quota, report, scratch, tampering, verification
+from grader import (
+    gradebook,
+    nbgrader_run,
+    quota,
+    records,
+    report,
+    scratch,
+    tampering,
+    verification,
+)
 from grader.job import GradingJob
 from grader.paths import release_notebooks
 from grader.report import Event
@@ -47,6 +56,7 @@ class Graded:
     seconds: float
     message: str = ""
     events: list[Event] = field(default_factory=list)
+    record: dict = field(default_factory=dict)  # the judge's verdicts (grader.records)
 
 
 def grade_one(job: GradingJob, student: str) -> tuple[Graded, bytes | None]:
@@ -110,6 +120,7 @@ def _grade(job: GradingJob, student: str) -> tuple[Graded, bytes | None] | float
             if notes:
                 event.detail = "; ".join([event.detail, *notes] if event.detail else notes)
         graded = Graded(student, True, run.seconds, run.message, events)
+        graded.record = records.of(run.seconds, verdicts)
         return graded, (folder / "gradebook.db").read_bytes()
 
 
@@ -183,6 +194,10 @@ def merge(root: Path, url: str, assignment: str, graded: Graded, own: bytes | No
     elif own is None:
         gradebook.record_empty(url, assignment, graded.student)
     report.update(root, graded.events)
+    if graded.ok or own is not None:  # graded, or tried: its time (and verdicts) for the report
+        records.write(
+            root, assignment, graded.student, graded.record or records.of(graded.seconds, {})
+        )
 
 
 def stop_all() -> None:

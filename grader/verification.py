@@ -75,6 +75,8 @@ class Verification:
 
     verdicts: dict[str, str | None] = field(default_factory=dict)
     refused: str = ""
+    # Each failed cell's mistake: {"key": stable key, "message": the check's message}.
+    mistakes: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 class Judge:
@@ -108,7 +110,7 @@ class Judge:
             else:
                 return Verification(refused="the judge process failed (see its messages)")
         verdicts, refused = contract.read_reply(line)
-        return Verification(verdicts=verdicts, refused=refused)
+        return Verification(verdicts, refused, contract.read_mistakes(line))
 
     def start(self) -> None:
         """Start the judge process now (it imports torch), so that the first verdicts do not

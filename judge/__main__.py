@@ -31,7 +31,9 @@ def answer(requests: TextIO, replies: TextIO) -> None:
         assignment, seed, path = contract.read_request(line)
         try:
             observations = core.load(path)
-            reply = contract.verdicts_line(core.verdicts(assignment, seed, observations))
+            reply = contract.verdicts_line(
+                *core.verdicts_and_mistakes(assignment, seed, observations)
+            )
         except core.Refused as error:
             reply = contract.refused_line(str(error))
         replies.write(reply)

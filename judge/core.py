@@ -46,12 +46,23 @@ def verdicts(assignment: str, seed: int, observations: dict) -> dict[str, str | 
 
     The test cells are those of the probe's table (``course.<assignment>.probe.CELLS``); each is
     judged by the function of ``judge/<assignment>.py`` that the table names."""
+    return verdicts_and_mistakes(assignment, seed, observations)[0]
+
+
+def verdicts_and_mistakes(
+    assignment: str, seed: int, observations: dict
+) -> tuple[dict[str, str | None], dict[str, dict[str, str]]]:
+    """:func:`verdicts`, and for each failed cell the mistake that failed it: its stable key
+    (``GradingError.mistake``, :func:`course.testcells.mistake_key`) and its whole message."""
     cells = importlib.import_module(f"course.{assignment}.probe").CELLS
     judges: dict[str, Judge] = by_cell(cells, vars(importlib.import_module(f"judge.{assignment}")))
     result: dict[str, str | None] = {}
+    mistakes: dict[str, dict[str, str]] = {}
     for cell, judge in judges.items():
-        result[cell] = _verdict(judge, seed, observations.get(cell, _MISSING))
-    return result
+        result[cell], mistake = _judged(judge, seed, observations.get(cell, _MISSING))
+        if mistake:
+            mistakes[cell] = mistake
+    return result, mistakes
 
 
 def future_mask(length: int) -> torch.Tensor:
@@ -63,12 +74,24 @@ _MISSING = contract.error_observation("not observed (the verification did not ru
 
 
 def _verdict(judge: Judge, seed: int, observed: object) -> str | None:
-    if contract.is_error(observed):
-        return f"the code raised {observed['error']}"
+    return _judged(judge, seed, observed)[0]
+
+
+def _judged(judge: Judge, seed: int, observed: object) -> tuple[str | None, dict[str, str]]:
+    """The verdict, and the mistake (key, message) when a check of the course failed."""
+    if contract.is_error(observed):  # no value to judge: keyed by what was raised
+        verdict = f"the code raised {observed['error']}"
+        kind = str(observed["error"]).split(":", 1)[0].split("(", 1)[0].strip()[:60]
+        return verdict, {"key": f"{contract.RAISED}:{kind}", "message": verdict}
     try:
         judge(seed, observed)
     except AssertionError as error:  # a check of the course: its message teaches
-        return str(error).splitlines()[0][:300] or "a check failed"
+        key = getattr(error, "mistake", None) or contract.UNNAMED
+        mistake = {"key": key, "message": str(error)[: contract.MESSAGE_CHARS]}
+        return str(error).splitlines()[0][:300] or "a check failed", mistake
     except Exception as error:  # noqa: BLE001 - observations of the wrong kind or shape
-        return f"{type(error).__name__}: {str(error)[:200]}"
-    return None
+        return f"{type(error).__name__}: {str(error)[:200]}", {
+            "key": contract.BROKEN,
+            "message": "",
+        }
+    return None, {}

@@ -146,8 +146,9 @@ def _one_torch_thread() -> None:
 
 
 # Demo students of A that other slow tests read in the graded class (the CLI's check and
-# feedback, the honest students of the adversarial class by its record, the parallel run).
-NEEDED = {"a_masks": {"mask_transposed"}}
+# feedback, the honest students of the adversarial class by its record, the parallel run; the pair
+# who copied from each other, for the class report).
+NEEDED = {"a_masks": {"mask_transposed", "copied_pair_1", "copied_pair_2"}}
 
 
 def pipeline_students(assignment: str, students: list[str] | None = None) -> list[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import demo
+from grader import class_report, demo
 from tests.conftest import ASSIGNMENTS, REPO
 from tests.direct_run import (
     TEST,
@@ -80,14 +80,36 @@ def test_checks_grade_the_student_as_described(
     # The trusted judge agrees with the notebook's own tests, cell by cell (grader.verification).
     if (REPO / "judge" / f"{assignment}.py").is_file():
         (namespace,) = namespaces
-        verdicts = judged(assignment, namespace, submitted / student / assignment)
+        verdicts, mistakes = judged(assignment, namespace, submitted / student / assignment)
         assert set(verdicts) == set(tests), f"the judge must cover every test cell: {where}"
         disagree = {gid: verdicts[gid] for gid in tests if bool(verdicts[gid]) != (gid in lost)}
         assert not disagree, f"the judge disagrees with the notebook on {disagree}: {where}"
+        assert set(mistakes) == {gid for gid, v in verdicts.items() if v}, where
+        if expect.get("fail") and not all(
+            m["key"].startswith("raised:") for m in mistakes.values()
+        ):
+            # the class report counts it under a mistake named by its key
+            assert_named(mistakes, expect["message"].lower(), where)
+        elif expect.get("fail"):  # only errors observed (nothing to name): by what was raised
+            assert all(m["message"].startswith("the code raised") for m in mistakes.values())
 
 
-def judged(assignment: str, namespace: dict, folder: Path) -> dict[str, str | None]:
-    """The judge's verdicts on what the kernel-side observation reads in ``namespace``."""
+def assert_named(mistakes: dict[str, dict[str, str]], word: str, where: str) -> None:
+    """A typical mistake is recorded by the judge under a named mistake's key (not a generic
+    check's), whose message names it."""
+    named = {gid: m for gid, m in mistakes.items() if not class_report.is_generic(m["key"])}
+    assert any(word in m["message"].lower() for m in named.values()), (
+        f"no named mistake with '{word}' among {mistakes}: {where}"
+    )
+    for gid, mistake in named.items():
+        assert "+" in mistake["key"] and not any(ch.isspace() for ch in mistake["key"]), gid
+
+
+def judged(
+    assignment: str, namespace: dict, folder: Path
+) -> tuple[dict[str, str | None], dict[str, dict[str, str]]]:
+    """The judge's verdicts on what the kernel-side observation reads in ``namespace``, and
+    the mistakes it recorded (key and message by failed cell)."""
     from course import verify
     from judge import core
 
@@ -95,4 +117,4 @@ def judged(assignment: str, namespace: dict, folder: Path) -> dict[str, str | No
     path = folder / "observations.pt"
     with like_a_kernel():
         verify.observe(assignment, seed, str(path), namespace)
-    return core.verdicts(assignment, seed, core.load(str(path)))
+    return core.verdicts_and_mistakes(assignment, seed, core.load(str(path)))

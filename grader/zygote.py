@@ -27,7 +27,6 @@ import json
 import os
 import pkgutil
 import random
-import re
 import resource
 import select
 import signal
@@ -92,7 +91,7 @@ def _mounts(request: dict, root: str) -> None:
     """Private mounts: a fresh /tmp and /dev/shm, the worker's folder hidden but for this
     submission's folders, a /proc of the new PID namespace, every other mount read-only."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    kept = {path: _folder(path) for path in _bound(request)}
+    kept = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in _bound(request)}
     size = int(request["tmp_mb"]) * 2**20
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
     _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
@@ -118,16 +117,6 @@ def _bound(request: dict) -> list[str]:
     return [request["workdir"], request["sockets"], *reads]
 
 
-def _folder(path: str) -> int:
-    """A handle on ``path`` (a folder), kept while /tmp is covered; an error names it."""
-    try:
-        return os.open(path, os.O_PATH | os.O_DIRECTORY)
-    except OSError as error:
-        raise OSError(
-            error.errno, f"{error.strerror}: {path} (not seen by the warm worker)"
-        ) from None
-
-
 def _under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
@@ -137,7 +126,7 @@ def _read_only_but(writable: set[str]) -> None:
     with open("/proc/self/mountinfo", "rb") as file:
         entries = [line.split() for line in file]
     for fields in entries:
-        target = _mount_point(fields[4])
+        target = os.fsdecode(fields[4].decode("unicode_escape").encode("latin-1"))  # \\040: " "
         options = fields[5].decode().split(",")
         if target in writable or "ro" in options or target.startswith("/proc/"):
             continue
@@ -149,12 +138,6 @@ def _read_only_but(writable: set[str]) -> None:
         except OSError as error:
             if error.errno not in (2, 22):  # hidden under a later mount (the worker's folder)
                 raise
-
-
-def _mount_point(field: bytes) -> str:
-    """A mount point of /proc/self/mountinfo as a path: the kernel writes space, tab, newline
-    and backslash as octal escapes (\\040) and every other byte as is (UTF-8 names too)."""
-    return os.fsdecode(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m[1], 8)]), field))
 
 
 def _own_user_namespace() -> None:

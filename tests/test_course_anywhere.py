@@ -20,6 +20,7 @@ The issue's cases, one submission of A (the reference solutions) each:
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -264,10 +265,22 @@ def test_a_folder_on_the_kernels_path_that_would_show_a_course_is_not_bound(
     assert not {str(clone), str(tmp_path), "/tmp"} & set(roots), roots
 
 
-def test_mount_points_with_spaces_and_non_ascii_letters_are_read_back() -> None:
-    """/proc/self/mountinfo escapes a space as \\040 and writes UTF-8 as it is."""
-    field = "/tmp/cours été 2026/venv".replace(" ", "\\040").encode()
-    assert zygote._mount_point(field) == "/tmp/cours été 2026/venv"
+def test_mount_points_with_spaces_and_non_ascii_letters_are_read_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The zygote remounts read-only every mount but the kernel's writable ones, read from
+    /proc/self/mountinfo, which escapes a space as \\040 and writes UTF-8 as it is: a folder of
+    a course under /tmp/cours été 2026/ is known by its name."""
+    lines = [
+        "1 0 0:1 / /tmp/cours\\040été\\0402026/work rw,relatime - tmpfs x rw",
+        "2 0 0:2 / /tmp/cours\\040été\\0402026/venv rw,nosuid - tmpfs x rw",
+    ]
+    monkeypatch.setattr(zygote, "open", lambda *a: io.BytesIO("\n".join(lines).encode()), False)
+    mounted = []
+    monkeypatch.setattr(zygote, "_mount", lambda *args: mounted.append(args))
+    zygote._read_only_but({"/tmp/cours été 2026/work"})
+    flags = zygote.MS_REMOUNT | zygote.MS_BIND | zygote.MS_RDONLY | zygote.MS_NOSUID
+    assert mounted == [(None, "/tmp/cours été 2026/venv", None, flags)]
 
 
 def test_the_course_command_names_the_kernel_check_failure() -> None:

@@ -167,6 +167,7 @@ def _prepare(unsafe_no_sandbox: bool) -> None:
     """Refuse to grade without the sandbox (unless told); run nbgrader with this Python; a new
     run may start nbgrader processes (after an interrupted one too)."""
     nbgrader_run.allow_runs()
+    sandbox.check_installed()  # its processes import the grader from the installation
     if not unsafe_no_sandbox:
         sandbox.check_sandbox()
     use_this_python()

@@ -93,7 +93,7 @@ class ForkServer:
         self.folder = Path(tempfile.mkdtemp(prefix="course-nbfork-"))
         self.socket = self.folder / "server.sock"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "grader.forkserver", str(self.socket)],
+            [sys.executable, "-P", "-m", "grader.forkserver", str(self.socket)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
         )
@@ -175,16 +175,20 @@ def _child(request: dict, output: int) -> None:
 
 def _prepare_once() -> None:
     """What each child would otherwise redo, and which depends on no submission: the notebook
-    format's schema validators (compiled by fastjsonschema) and nbgrader's database mappers."""
+    format's schema validators (compiled by fastjsonschema), nbgrader's database mappers and
+    what the kernels' Python reads (grader.sandbox.readable_roots)."""
     import nbformat  # in the server only, like PRELOAD (the grader's process never needs it)
     import nbgrader.api  # noqa: F401 - its models, which configure_mappers sets up
     from nbformat.validator import get_validator  # in the server only, as nbformat
     from sqlalchemy.orm import configure_mappers  # in the server only, as nbformat
 
+    from grader.sandbox import readable_roots  # in the server only, as nbformat
+
     for minor in (4, nbformat.current_nbformat_minor):  # what Jupyter has written for years
         for relaxed in (False, True):  # nbformat.read checks strictly, nbconvert relaxed
             get_validator(nbformat.current_nbformat, minor, relax_add_props=relaxed)
     configure_mappers()
+    readable_roots()  # what the kernels read, asked of their Python once (a process each)
 
 
 def serve(path: str) -> None:

@@ -29,6 +29,7 @@ import psutil
 
 from grader import process_output, rlimits
 from grader.job import GradingJob
+from grader.kernel_check import MARKER
 from grader.preprocessors import read_notes, stopped_notebooks
 
 RUNNING: set[int] = set()  # pids of the nbgrader processes grading now
@@ -70,7 +71,7 @@ def command(
     (``zygote``: the socket of the warm worker that forks the kernels, :mod:`grader.warm`)."""
     url = f"sqlite:///{scratch / 'gradebook.db'}"
     # nbgrader's command line, started and ended faster (grader/nbgrader_main.py)
-    nbgrader = [sys.executable, "-m", "grader.nbgrader_main", "autograde", job.assignment]
+    nbgrader = [sys.executable, "-P", "-m", "grader.nbgrader_main", "autograde", job.assignment]
     nbgrader += ["--student", student, "--db", url, f"--CourseDirectory.root={scratch}", "--force"]
     # After the observation nothing more is asked of the kernel: stop it at once (a graceful
     # stop waited a second or more for the kernel to exit).
@@ -207,6 +208,9 @@ PLAIN_WORDS = {
 def first_error(log: str) -> str:
     """The most telling line of a failed nbgrader run, in plain words, on one line."""
     lines = [line.strip() for line in log.splitlines() if line.strip()]
+    for line in lines:  # the grader's own check failed: its message says what to fix
+        if f"{MARKER}: " in line:  # grader.kernel_check.CourseNotImportable: WHY
+            return line.split(f"{MARKER}: ", 1)[1][:1000]
     for key, words in PLAIN_WORDS.items():
         if any(key in line for line in lines):
             return f"{words}: not graded"

@@ -26,6 +26,7 @@ from traitlets.config import Configurable
 
 from course import contract
 from grader import limits, verification
+from grader.kernel_check import check_course_importable
 from grader.observation import KernelObservation
 from grader.verification import observations_file
 
@@ -242,6 +243,11 @@ class ExecuteKeepingPoints(Execute):
             with self.setup_kernel():
                 info = self.wait_for_reply(self.kc.kernel_info())
                 self.nb.metadata["language_info"] = info["content"]["language_info"]
+                # Before any student cell: a kernel without the course grades nothing (the
+                # submission "not graded", never a student's zero; grader/kernel_check.py).
+                check_course_importable(
+                    self, str(resources.get("nbgrader", {}).get("assignment", ""))
+                )
                 spent = False  # a cell was cut short by the deadline
                 for index, cell in enumerate(self.nb.cells):
                     if cell.cell_type == "code" and (spent or time.time() >= self._cells_until):

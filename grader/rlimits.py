@@ -35,8 +35,12 @@ def wrap(
 ) -> list[str]:
     """The command line that runs ``command`` under these limits (and in cgroups ``groups``)."""
     group = [argument for g in groups or [] for argument in ("--cgroup", g)]
+    # -P: the current folder is not put first on sys.path. A kernel's wrapper starts in the
+    # submission's folder, outside the sandbox: a `grader/rlimits.py` handed in there ran
+    # instead of this one, as the grader's user. Every `python -m` of the grader has it, so
+    # that its code is that of the `course` command, never a course folder's own copy.
     return [
-        sys.executable, "-m", "grader.rlimits",
+        sys.executable, "-P", "-m", "grader.rlimits",
         "--memory-mb", str(memory_mb),
         "--file-size-mb", str(file_size_mb),
         "--processes", str(processes),

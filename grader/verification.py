@@ -128,7 +128,7 @@ class Judge:
             except OSError:  # the kept workers ended: a judge of this run's own, as without
                 self.address = None
         process = subprocess.Popen(
-            [sys.executable, "-m", "judge"],
+            [sys.executable, "-P", "-m", "judge"],  # -P: grader/rlimits.py says why
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

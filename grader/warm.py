@@ -55,7 +55,7 @@ from grader.forkserver import ForkServer
 from grader.kernels import SandboxedKernelManager
 from grader.limits import Limits
 from grader.paths import CourseError
-from grader.sandbox import readable_roots, sandbox_env, system_binds
+from grader.sandbox import kernel_python, readable_roots, sandbox_env, system_binds
 
 START_SECONDS = 120  # a zygote that does not answer by then is a failed start
 # How long a killed kernel's end may take to be told, after jupyter_client's own 5 s (a fork
@@ -103,7 +103,7 @@ class Zygote:
         args += ["--clearenv"]
         for name, value in sorted(env.items()):
             args += ["--setenv", name, value]
-        args += ["--", sys.executable, "-c", zygote_source(), str(root)]
+        args += ["--", kernel_python(), "-c", zygote_source(), str(root)]
         log = self._log_file()
         try:
             self.process = subprocess.Popen(
@@ -349,7 +349,7 @@ class WarmKernelManager(SandboxedKernelManager):
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         """Only the program's name (the kernel's ``sys.argv[0]``): the zygote forks the kernel,
         in cgroups made as it starts (a cold kernel's launcher, made here, would not use them)."""
-        return [sys.executable]
+        return [kernel_python()]
 
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: object) -> None:
         if not self.zygote:

@@ -120,7 +120,7 @@ def serve(root: Path, jobs: int, idle_seconds: float) -> None:
 def _start_judge(pool: WarmPool) -> subprocess.Popen:
     """The judge server, in the pool's private folder, below the workers (as a run's judge)."""
     judge = subprocess.Popen(
-        [sys.executable, "-m", "judge", "--serve", str(pool.folder / "judge.sock")],
+        [sys.executable, "-P", "-m", "judge", "--serve", str(pool.folder / "judge.sock")],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
     )
@@ -325,7 +325,7 @@ def start(root: Path, jobs: int, idle_minutes: float = IDLE_MINUTES) -> str:
     place.chmod(0o700)
     log = os.open(place / "log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        command = [sys.executable, "-m", "grader.warm_service", str(root), str(jobs)]
+        command = [sys.executable, "-P", "-m", "grader.warm_service", str(root), str(jobs)]
         process = subprocess.Popen(
             [*command, str(idle_minutes * 60)],
             cwd=root,

@@ -123,11 +123,11 @@ def _under(path: str, folder: str) -> bool:
 
 def _read_only_but(writable: set[str]) -> None:
     """Remount read-only every mount not in ``writable`` (keeping its other flags)."""
-    with open("/proc/self/mountinfo") as file:
+    with open("/proc/self/mountinfo", "rb") as file:
         entries = [line.split() for line in file]
     for fields in entries:
-        target = fields[4].encode().decode("unicode_escape")
-        options = fields[5].split(",")
+        target = os.fsdecode(fields[4].decode("unicode_escape").encode("latin-1"))  # \\040: " "
+        options = fields[5].decode().split(",")
         if target in writable or "ro" in options or target.startswith("/proc/"):
             continue
         flags = MS_REMOUNT | MS_BIND | MS_RDONLY

@@ -209,7 +209,7 @@ def test_limits_wrapper_sets_the_rlimits_then_becomes_the_command(tmp_path: Path
         file_size_mb=2,
         processes=4000,
     )
-    assert command[:3] == [sys.executable, "-m", "grader.rlimits"]
+    assert command[:4] == [sys.executable, "-P", "-m", "grader.rlimits"]
     process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
     out, _ = process.communicate(timeout=60)
     assert process.returncode == 0
@@ -261,8 +261,8 @@ def test_nbgrader_starts_through_the_wrapper(
     assert "preexec_fn" not in kwargs
     marker = command.index("--")
     assert command[:marker] == rlimits.wrap([], 1234, 56, 78)[:-1]
-    nbgrader = [sys.executable, "-m", "grader.nbgrader_main", "autograde"]
-    assert command[marker + 1 : marker + 5] == nbgrader
+    nbgrader = [sys.executable, "-P", "-m", "grader.nbgrader_main", "autograde"]
+    assert command[marker + 1 : marker + 6] == nbgrader
     assert f"--Notes.path={folder / 'notes.json'}" in command  # out of the kernel's reach
     assert not outcome.ok and "boom" in outcome.message
 

@@ -7,6 +7,8 @@
 - **One observation of a call.** :func:`attempt` calls the student's code and gives what it
   returned, or ``{"error": ...}`` when it raised; wherever a verdict is decided (``judge/``, and
   the judging checks of G and H) :func:`returned` reads it back.
+- **One reading of a module's parts.** :func:`linear_facts` and :func:`tril_facts` say what a
+  student's module holds under a name (H's attention, F's synthesizer), for the judge to read.
 - **One seeded draw.** :func:`draw` is the generator of one group of cases, from the grader's
   secret seed and the group's name (the function that draws; :func:`seed_of` gives the seed
   itself, for ``torch.manual_seed``); :func:`integer` draws one integer from it.
@@ -80,3 +82,29 @@ def future_hidden(scores: torch.Tensor) -> torch.Tensor:
     """
     future = torch.ones(scores.shape[-2:], dtype=torch.bool).triu(1)
     return scores.masked_fill(future, float("-inf"))
+
+
+def linear_facts(module: torch.nn.Module, name: str) -> dict:
+    """What ``module.<name>`` is: an ``nn.Linear`` (its sizes and bias) or which type instead."""
+    layer = getattr(module, name, None)
+    if not isinstance(layer, torch.nn.Linear):
+        return {"linear": False, "type": type(layer).__name__}
+    return {
+        "linear": True,
+        "in": layer.in_features,
+        "out": layer.out_features,
+        "bias": layer.bias is not None,
+    }
+
+
+def tril_facts(module: torch.nn.Module) -> dict:
+    """How ``module.tril`` is kept (buffer, parameter, saved in state_dict) and a copy of it."""
+    buffers = dict(module.named_buffers(recurse=False))
+    parameters = dict(module.named_parameters(recurse=False))
+    value = buffers.get("tril", parameters.get("tril", getattr(module, "tril", None)))
+    return {
+        "buffer": "tril" in buffers,
+        "parameter": "tril" in parameters,
+        "saved": "tril" in module.state_dict(),
+        "value": value.detach().clone() if isinstance(value, torch.Tensor) else None,
+    }

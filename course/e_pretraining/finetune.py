@@ -21,7 +21,6 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 
 import matplotlib.pyplot as plt
 import torch
@@ -29,27 +28,14 @@ from torch import nn
 
 from course.data import WordTokenizer
 from course.device import autocast, device_of
-
-
-@dataclass
-class Labelled:
-    """A labelled split as tensors: ids (n, L) right-padded, lengths (n,), labels (n,)."""
-
-    ids: torch.Tensor
-    lengths: torch.Tensor
-    labels: torch.Tensor
-
-    def __len__(self) -> int:
-        return self.labels.numel()
-
-    def batch(
-        self, rows: torch.Tensor, device: torch.device | str = "cpu"
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The rows ``rows``, cut to their longest length, on ``device``: ids (b, l), lengths
-        (b,), labels (b,)."""
-        lengths = self.lengths[rows]
-        ids, labels = self.ids[rows, : int(lengths.max())], self.labels[rows]
-        return ids.to(device), lengths.to(device), labels.to(device)
+from course.e_pretraining.labelled import (
+    ClassifierHistory,
+    Labelled,
+    accuracy,
+    epoch_batches,
+    first_line,
+)
+from course.e_pretraining.together import train_together
 
 
 def encode_labelled(
@@ -85,31 +71,6 @@ def sample_labelled(
     texts, labels = pool["text"][:], pool["label"][:]  # lists: a dataset's columns read at once
     rows = balanced_sample(labels, n, seed)
     return encode_labelled(tokenizer, [texts[r] for r in rows], [labels[r] for r in rows])
-
-
-@dataclass
-class ClassifierHistory:
-    """What :func:`train_classifier` measured; entry 0 of the lists is before any training."""
-
-    epochs: list[int] = field(default_factory=list)
-    val_accuracy: list[float] = field(default_factory=list)
-    train_loss: list[float] = field(default_factory=list)  # mean loss of each epoch (nan at 0)
-    seconds: float = 0.0  # training time, evaluation excluded
-    trainable: int = 0  # parameters that were trained
-
-
-@torch.no_grad()
-def accuracy(model: nn.Module, data: Labelled, batch_size: int = 256) -> float:
-    """Share of ``data`` that ``model`` classifies correctly (in eval mode, on its device)."""
-    was_training = model.training
-    model.eval()
-    device = device_of(model)
-    correct = 0
-    for rows in data.lengths.argsort().split(batch_size):  # similar lengths: little padding
-        ids, lengths, labels = data.batch(rows, device)
-        correct += int((model(ids, lengths).argmax(dim=-1) == labels).sum())
-    model.train(was_training)
-    return correct / len(data)
 
 
 def train_classifier(
@@ -153,7 +114,7 @@ def train_classifier(
         history.val_accuracy.append(accuracy(model, val))
     for epoch in range(1, (1 if steps else epochs) + 1):
         start = time.perf_counter()
-        batches = _batches(len(train), batch_size, steps, order_gen)
+        batches = epoch_batches(len(train), batch_size, steps, order_gen)
         loss = _train_epoch(model, optimizer, (train.batch(rows) for rows in batches), bf16)
         history.seconds += time.perf_counter() - start
         history.epochs.append(epoch)
@@ -216,8 +177,6 @@ def train_classifiers(
             )
 
     if together:
-        from course.e_pretraining.together import train_together  # it builds on this module
-
         graph = os.environ.get("COURSE_CUDA_GRAPHS") == "1"  # on trial: tools/gpu_check.py --graphs
         try:
             histories = train_together(
@@ -236,26 +195,6 @@ def train_classifiers(
         histories.append(train_classifier(model, train, val, seed=seed, **train_args))
         report(seed, histories[-1])
     return histories
-
-
-def first_line(error: BaseException) -> str:
-    """The first line of an error's message, at most 160 characters: what a note quotes."""
-    text = str(error).strip()
-    return text.splitlines()[0][:160] if text else ""
-
-
-def _batches(
-    n: int, batch_size: int, steps: int | None, generator: torch.Generator
-) -> Iterator[torch.Tensor]:
-    """Row indices of the batches of one epoch: one shuffled pass over ``n`` rows, or, with
-    ``steps``, exactly ``steps`` batches of ``batch_size`` rows each, cut from shuffled passes
-    laid end to end (a batch may straddle two passes)."""
-    if steps is None:
-        yield from torch.randperm(n, generator=generator).split(batch_size)
-        return
-    passes = -(-steps * batch_size // n)  # enough passes for every step
-    stream = torch.cat([torch.randperm(n, generator=generator) for _ in range(passes)])
-    yield from stream[: steps * batch_size].split(batch_size)
 
 
 def mean_and_spread(values: Sequence[float]) -> tuple[float, float]:

@@ -24,11 +24,11 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from course.device import autocast, device_of
-from course.e_pretraining.finetune import (
+from course.e_pretraining.labelled import (
     ClassifierHistory,
     Labelled,
-    _batches,
     accuracy,
+    epoch_batches,
     first_line,
 )
 
@@ -252,7 +252,7 @@ def _epoch(
     ``ahead`` (CUDA graphs), all of them are made and copied to the device before the first
     step: a copy from the host waits for the steps queued on the GPU, and then none waits."""
     orders = [
-        list(_batches(len(train), batch_size, steps, generator))
+        list(epoch_batches(len(train), batch_size, steps, generator))
         for train, generator in zip(trains, generators, strict=True)
     ]
     batches = (_stacked_batch(trains, rows, device, width) for rows in zip(*orders, strict=True))

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from course.probing import error_of, integer, returned
+from course.probing import error_of, integer, linear_facts, returned, tril_facts
 from course.testcells import (
     check,
     check_close,
@@ -181,33 +181,11 @@ def synthesizer_with(cls: Callable[..., nn.Module], case: dict) -> nn.Module:
     return module.eval()
 
 
-def _linear_facts(module: nn.Module, name: str) -> dict:
-    layer = getattr(module, name, None)
-    if not isinstance(layer, nn.Linear):
-        return {"linear": False, "type": type(layer).__name__}
-    return {
-        "linear": True,
-        "in": layer.in_features,
-        "out": layer.out_features,
-        "bias": layer.bias is not None,
-    }
-
-
 def _parameter_facts(module: nn.Module, name: str) -> dict:
     own = dict(module.named_parameters(recurse=False))
     value = getattr(module, name, None)
     shape = list(value.shape) if isinstance(value, torch.Tensor) else None
     return {"parameter": name in own, "shape": shape}
-
-
-def _tril_facts(module: nn.Module) -> dict:
-    buffers = dict(module.named_buffers(recurse=False))
-    value = getattr(module, "tril", None)
-    return {
-        "buffer": "tril" in buffers,
-        "parameter": "tril" in dict(module.named_parameters(recurse=False)),
-        "value": value.detach().clone() if isinstance(value, torch.Tensor) else None,
-    }
 
 
 def _change_last(x: torch.Tensor) -> torch.Tensor:
@@ -233,9 +211,9 @@ def _observe(cls: Callable[..., nn.Module], case: dict) -> dict:
     state = module.state_dict()
     got: dict = {
         "facts": {
-            **{part: _linear_facts(module, part) for part in ("w1", "value", "proj")},
+            **{part: linear_facts(module, part) for part in ("w1", "value", "proj")},
             **{part: _parameter_facts(module, part) for part in ("w2", "b2")},
-            "tril": _tril_facts(module),
+            "tril": tril_facts(module),
         },
         "weights": {n: state[n].detach().clone() for n in WEIGHTS if n in state},
     }

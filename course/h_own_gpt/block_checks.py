@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course.probing import integer, returned
+from course.probing import integer, linear_facts, returned, tril_facts
 from course.testcells import (
     check,
     check_against_reference,
@@ -119,30 +119,6 @@ def attention_cases(seed: int, hidden: bool) -> list[dict]:
 
 
 # ---------------------------------------------------------------- reading a module
-def _linear_facts(module: nn.Module, name: str) -> dict:
-    layer = getattr(module, name, None)
-    if not isinstance(layer, nn.Linear):
-        return {"linear": False, "type": type(layer).__name__}
-    return {
-        "linear": True,
-        "in": layer.in_features,
-        "out": layer.out_features,
-        "bias": layer.bias is not None,
-    }
-
-
-def _tril_facts(module: nn.Module) -> dict:
-    buffers = dict(module.named_buffers(recurse=False))
-    parameters = dict(module.named_parameters(recurse=False))
-    value = buffers.get("tril", parameters.get("tril", getattr(module, "tril", None)))
-    return {
-        "buffer": "tril" in buffers,
-        "parameter": "tril" in parameters,
-        "saved": "tril" in module.state_dict(),
-        "value": value.detach().clone() if isinstance(value, torch.Tensor) else None,
-    }
-
-
 def module_weights(module: nn.Module, names: tuple[str, ...]) -> dict:
     """The tensors of ``module.state_dict()`` named in ``names`` (those it has), copied."""
     state = module.state_dict()
@@ -169,9 +145,9 @@ def observe_attention(cls: Callable[..., nn.Module], case: dict) -> dict:
     randomise_parameters(module, case["seed"])
     got: dict = {
         "facts": {
-            "qkv": _linear_facts(module, "qkv"),
-            "proj": _linear_facts(module, "proj"),
-            "tril": _tril_facts(module),
+            "qkv": linear_facts(module, "qkv"),
+            "proj": linear_facts(module, "proj"),
+            "tril": tril_facts(module),
         },
         "weights": module_weights(module, ATTENTION_WEIGHTS),
     }
@@ -192,7 +168,7 @@ def observe_block(cls: Callable[..., nn.Module], case: dict) -> dict:
         "facts": {
             "norms": [isinstance(getattr(module, n, None), nn.LayerNorm) for n in ("ln1", "ln2")],
             "mlp": [type(m).__name__ for m in mlp] if isinstance(mlp, nn.Sequential) else None,
-            "up": _linear_facts(mlp, "0") if isinstance(mlp, nn.Sequential) else {"linear": False},
+            "up": linear_facts(mlp, "0") if isinstance(mlp, nn.Sequential) else {"linear": False},
         },
         "weights": module_weights(module, BLOCK_ALL_WEIGHTS),
     }

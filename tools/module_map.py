@@ -1,0 +1,76 @@
+"""Write the map of every module into docs/layout.md, one line each, from the modules themselves.
+
+    python tools/module_map.py          # rewrite the section "Every module" of docs/layout.md
+    python tools/module_map.py --check  # exit 1 if the section is not what the code says
+
+Each line is a module's path and the first sentence of its docstring, so the map changes with
+the code: `tests/test_layout.py` fails when a module is added, removed or re-described and the
+map was not written again. A module without a docstring is refused (it would have no line).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LAYOUT = REPO / "docs" / "layout.md"
+PACKAGES = ("course", "judge", "grader")  # the three programs, in the order the page gives them
+BEGIN = "<!-- module map: written by tools/module_map.py, do not edit by hand -->"
+END = "<!-- end of module map -->"
+
+
+def modules(root: Path = REPO) -> list[Path]:
+    """Every Python module of the three programs, package by package, data files left out."""
+    found = []
+    for package in PACKAGES:
+        found += sorted(
+            (p for p in (root / package).rglob("*.py") if "__pycache__" not in p.parts),
+            key=lambda p: (p.parent.relative_to(root).parts, p.name != "__init__.py", p.name),
+        )
+    return found
+
+
+def summary(path: Path) -> str:
+    """The first sentence of the module's docstring, on one line."""
+    doc = ast.get_docstring(ast.parse(path.read_text()))
+    if not doc:
+        raise SystemExit(f"{path.relative_to(REPO)} has no docstring: write one, then map again")
+    first = " ".join(doc.split("\n\n")[0].split())
+    cut = first.find(". ")
+    return first if cut < 0 else first[: cut + 1]
+
+
+def section(root: Path = REPO) -> str:
+    """The map as markdown, between its markers."""
+    rows = ["| module | what it is |", "|---|---|"]
+    for path in modules(root):
+        text = summary(path).replace("|", "\\|")
+        rows.append(f"| `{path.relative_to(root).as_posix()}` | {text} |")
+    return "\n".join([BEGIN, *rows, END])
+
+
+def rewritten(text: str, root: Path = REPO) -> str:
+    """``text`` (docs/layout.md) with its map replaced by today's (added at the end if none)."""
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        return head + section(root) + rest.split(END, 1)[1]
+    return text.rstrip("\n") + "\n\n## Every module\n\n" + section(root) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    text = LAYOUT.read_text()
+    new = rewritten(text)
+    if "--check" in argv:
+        if new != text:
+            print("docs/layout.md's module map is stale: run python tools/module_map.py")
+            return 1
+        return 0
+    LAYOUT.write_text(new)
+    print(f"wrote the map of {len(modules())} modules into {LAYOUT.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

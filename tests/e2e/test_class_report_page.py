@@ -8,6 +8,7 @@ the pair that copied are on it, a feedback link opens its file, and a screenshot
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -22,8 +23,11 @@ pytestmark = pytest.mark.slow
 
 
 def test_the_class_report_opens_offline_with_its_figures(
-    e2e_root: Path, browser: Browser, artifacts: Path
+    e2e_root: Path, browser: Browser, artifacts: Path, tmp_path: Path
 ) -> None:
+    # Its own copy: the written answers it grades below must not be graded for the formgrader
+    # test, which shares e2e_root and types a score into the first of them.
+    e2e_root = Path(shutil.copytree(e2e_root, tmp_path / "course", symlinks=True))
     with Gradebook(db_url(e2e_root)) as gb:  # two written answers graded by hand so far
         for question, points in (("q_mask_role", 1.0), ("q_causal_or_masked", 2.0)):
             grade = gb.find_grade(question, "masks_and_positions", "a_masks", "reference")

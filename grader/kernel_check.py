@@ -28,21 +28,36 @@ NOT_GRADED = "not graded"
 # Run in the kernel in a namespace of its own (the student's namespace gets no name). The error
 # names the kernel's interpreter, so that the instructor sees which environment lacks the course.
 CODE = '''exec(compile("""
-import importlib, importlib.util, sys
+import importlib, importlib.util, os, sys
 try:
     import course
+    here = os.path.realpath(os.getcwd())
+    found = getattr(course, "__file__", None)
+    where = os.path.realpath(os.path.dirname(found) if found else list(course.__path__)[0])
+    if where == here or where.startswith(here + os.sep):
+        raise ImportError(f"{{SHADOW}} ({{where}})")
     if importlib.util.find_spec({package!r}) is not None:
         importlib.import_module({package!r})
 except BaseException as error:
     raise ImportError(
         f"{{type(error).__name__}}: {{error}}; the kernel's Python: {{sys.executable}}"
     ) from None
-""", "<the grader's check: import course>", "exec"), {{}})
+""", "<the grader's check: import course>", "exec"), {{"SHADOW": {shadow!r}}})
 '''
 FIX = (
     "install the course into that Python's environment (`make setup` in the course folder, or "
     "`pip install -e COURSE_FOLDER`), or grade with the `course` command of the environment "
     "that has it; then grade again (no cell of the submission ran; its earlier grades are kept)"
+)
+
+
+# A submission that hands in a folder ``course/`` of its own: the kernel's working folder comes
+# first on its path, so that folder would stand in for the course (its checks, its observation).
+SHADOW = "the submission holds a course package of its own, which hides the installed course"
+SHADOW_FIX = (
+    "look at the submission's files: a folder or file named course in it stands in for the "
+    "course's own checks; remove it (or ask the student to), then grade again (no cell of the "
+    "submission ran; its earlier grades are kept)"
 )
 
 
@@ -53,7 +68,8 @@ class CourseNotImportable(RuntimeError):
 def check_course_importable(client: Execute, assignment: str) -> None:
     """Ask ``client``'s kernel to import ``course`` and ``course.ASSIGNMENT`` (if it exists);
     raise :class:`CourseNotImportable` with the kernel's error and what to fix if it cannot."""
-    code = CODE.format(package=f"course.{assignment}" if assignment else "course")
+    package = f"course.{assignment}" if assignment else "course"
+    code = CODE.format(package=package, shadow=SHADOW)
     try:
         reply = client.wait_for_reply(client.kc.execute(code, silent=True, store_history=False))
     except DeadKernelError as error:
@@ -63,7 +79,8 @@ def check_course_importable(client: Execute, assignment: str) -> None:
         if content.get("status") == "ok":
             return
         failed = str(content.get("evalue") or content.get("ename") or "no answer from the kernel")
-    message = f"the grading kernel cannot import the course ({failed[:500]}): {FIX}"
+    fix = SHADOW_FIX if SHADOW in failed else FIX
+    message = f"the grading kernel cannot import the course ({failed[:500]}): {fix}"
     _report(client, message)
     raise CourseNotImportable(message)
 

@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from grader import demo, nbgrader_run, pipeline, report, sandbox, zygote
+from grader import demo, kernel_check, nbgrader_run, pipeline, report, sandbox, zygote
 from tests.conftest import REPO, make_course_copy
 
 ASSIGNMENT, NOTEBOOK, STUDENT = "a_masks", "masks_and_positions", "reference"
@@ -149,6 +149,34 @@ def test_a_kernel_without_the_course_is_not_graded_and_keeps_earlier_grades(
         assert "cannot import the course" in detail and "No module named 'course'" in detail
         assert str(bare) in detail and "make setup" in detail, detail
         assert points == 13.0, f"{way}: the earlier grades were lost"
+
+
+@pytest.mark.slow
+def test_a_submission_with_a_course_package_of_its_own_is_not_graded(clone: Path) -> None:
+    """A folder course/ handed in would stand in for the course where the kernel's working folder
+    comes first on its path (cold, plain nbgrader): not graded, said why, earlier grades kept.
+    Warm kernels have imported the course before they reach the folder: graded as usual."""
+    python = clone / ".venv" / "bin" / "python"
+    run(clone, python, "grader.cli", "autograde", ASSIGNMENT)
+    assert outcome(clone)[0] == 13.0
+    planted = clone / "submitted" / STUDENT / ASSIGNMENT / "course"
+    planted.mkdir()
+    (planted / "__init__.py").write_text("def check(*args, **kwargs):\n    pass\n")
+    try:
+        for way, args in {
+            "cold": ["grader.cli", "autograde", ASSIGNMENT, "--cold"],
+            "plain": ["nbgrader", "autograde", ASSIGNMENT, "--force"],
+        }.items():
+            said = run(clone, python, *args)
+            points, _, status, detail = outcome(clone)
+            assert status == "not graded", f"{way}: {status} {detail}\n{said}"
+            assert kernel_check.SHADOW in detail and "remove it" in detail, detail
+            assert points == 13.0, f"{way}: the earlier grades were lost"
+        said = run(clone, python, "grader.cli", "autograde", ASSIGNMENT)
+        points, most, status, detail = outcome(clone)
+        assert status == "graded" and points == most == 13.0, f"warm: {detail}\n{said}"
+    finally:
+        shutil.rmtree(planted)
 
 
 def no_course_python(folder: Path) -> Path:

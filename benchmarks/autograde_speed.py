@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from grader import demo, pipeline
-from grader.paths import use_this_python
+from grader.coordinator import demo, pipeline
+from grader.shared.paths import use_this_python
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -4,7 +4,8 @@
 
 The class is generated, not graded (grading 500 submissions takes an hour on 2 cores): a course
 folder with A's release, a gradebook holding every student's points (nbgrader's own tables),
-``grading_report.csv``, the records of grading (:mod:`grader.records`: time, verdicts, mistake
+``grading_report.csv``, the records of grading (:mod:`grader.shared.records`: time, verdicts,
+mistake
 keys) and a submitted notebook per student. Each student's solution cells are drawn from the
 demo class's ways of writing each function (the reference and every demo student's code, so
 correct ones and typical mistakes), with the names the student chose renamed, comments and
@@ -34,8 +35,9 @@ from nbgrader.api import Grade, Gradebook, Student, SubmittedAssignment, Submitt
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from grader import demo, records, report, submission  # noqa: E402
-from grader.paths import db_url, use_this_python  # noqa: E402
+from grader.coordinator import demo, submission  # noqa: E402
+from grader.shared import records, report  # noqa: E402
+from grader.shared.paths import db_url, use_this_python  # noqa: E402
 
 ASSIGNMENT, NOTEBOOK = "a_masks", "masks_and_positions"
 PAIRS = 5  # pairs of students who copied from each other

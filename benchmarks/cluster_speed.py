@@ -22,8 +22,8 @@ from pathlib import Path
 
 from autograde_speed import scratch_course, timed_grading  # run as a script from benchmarks/
 
-from grader import cluster, demo, grading, pipeline
-from grader.paths import use_this_python
+from grader.coordinator import cluster, demo, grading, pipeline
+from grader.shared.paths import use_this_python
 
 
 def synthetic_class(root: Path, assignment: str, size: int) -> list[str]:

@@ -43,8 +43,10 @@ from pathlib import Path
 
 import psutil
 
-from grader import demo, grading, nbgrader_run, pipeline, sandbox, scratch, verification
-from grader.paths import use_this_python
+from grader.coordinator import demo, grading, nbgrader_run, pipeline, scratch
+from grader.sandbox import bubblewrap as sandbox
+from grader.shared import verification
+from grader.shared.paths import use_this_python
 
 REPO = Path(__file__).resolve().parents[1]
 STAGES = [
@@ -221,7 +223,7 @@ def kernel_start_seconds(root: Path, repeat: int = 3) -> float:
     """The median seconds from starting a kernel in the sandbox to its first reply."""
     code = (
         "import asyncio, tempfile, time\n"
-        "from grader.kernels import SandboxedKernelManager\n"
+        "from grader.nbgrader.kernels import SandboxedKernelManager\n"
         "async def main():\n"
         "    km = SandboxedKernelManager(kernel_name='python3')\n"
         "    start = time.perf_counter()\n"
@@ -253,7 +255,7 @@ def as_before(enabled: bool) -> None:
     def before(job, student, scratch, seed, zygote=None):  # noqa: ANN001, ANN202
         line = as_before.command(job, student, scratch, seed, zygote)
         line = [part for part in line if part != "--Execute.shutdown_kernel=immediate"]
-        return [("nbgrader" if part == "grader.nbgrader_main" else part) for part in line]
+        return [("nbgrader" if part == "grader.nbgrader.main" else part) for part in line]
 
     nbgrader_run.command = before if enabled else as_before.command
 
@@ -336,12 +338,12 @@ def main() -> None:
         bwrap = sandbox.sandbox_command([shutil.which("true") or "/bin/true"], tmp, tmp, [], [])
         print(f"  bwrap ... true:                        {probe_seconds(bwrap):5.2f} s")
         print(f"  kernel in the sandbox, first reply:    {kernel_start_seconds(root):5.2f} s")
-        imports = "import nbgrader.apps.nbgraderapp, grader.preprocessors"
+        imports = "import nbgrader.apps.nbgraderapp, grader.nbgrader.preprocessors"
         plain = probe_seconds([sys.executable, "-c", imports])
         print(f"  python + nbgrader's imports (plain):   {plain:5.2f} s")
         fast = f"import sys; sys.modules['rfc3987_syntax'] = None; {imports}"
         started = probe_seconds([sys.executable, "-c", fast])
-        print(f"  the same, as grader.nbgrader_main:     {started:5.2f} s")
+        print(f"  the same, as grader.nbgrader.main:     {started:5.2f} s")
         kernel_imports = [sys.executable, "-c", "import torch, matplotlib.pyplot, course"]
         print(f"  python + torch, matplotlib, course:    {probe_seconds(kernel_imports):5.2f} s")
 

@@ -8,7 +8,7 @@ Each run releases A in a scratch copy of the course, builds the demo class, adds
 student ("hostile": the reference answers, then the payload in the mask's solution cell) and
 an honest one beside the reference, and grades the three at ``--jobs 2`` (warm workers unless
 ``--cold``). It prints per run the wall-clock seconds, the most processes seen in one kernel's
-cgroup (run as root: grader/cgroups.py), the load average at the end, and per student the
+cgroup (run as root: grader/sandbox/cgroups.py), the load average at the end, and per student the
 report's status, points, seconds and the size of the graded notebook.
 """
 
@@ -26,9 +26,9 @@ from pathlib import Path
 import nbformat
 from warm_speed import course_copy  # benchmarks/: this script's folder
 
-from grader import demo, pipeline
-from grader.paths import use_this_python
-from grader.submission import solution_cells
+from grader.coordinator import demo, pipeline
+from grader.coordinator.submission import solution_cells
+from grader.shared.paths import use_this_python
 
 ASSIGNMENT, NOTEBOOK = "a_masks", "masks_and_positions"
 MASK = "generate_square_subsequent_mask"

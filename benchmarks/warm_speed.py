@@ -9,10 +9,10 @@ all``: every demo student) in scratch copies of the course, in one run:
   limits, no judge, nbgrader's default kernel), and ``nbgrader autograde`` with the course's
   config but neither the sandbox nor the judge (one process for the class);
 - ``course autograde --cold`` (kernels started afresh in bubblewrap) and ``course autograde``
-  (warm, the default: kernels forked from the run's zygote, grader/warm.py), at each
+  (warm, the default: kernels forked from the run's zygote, grader/warm/pool.py), at each
   ``--jobs``;
 - ``course autograde`` on warm workers kept between runs (``course workers start``,
-  grader/warm_service.py), twice, at each ``--jobs``, with the seconds their start took
+  grader/warm/service.py), twice, at each ``--jobs``, with the seconds their start took
   (``--kept-runs 0``: not measured).
 
 Prints the wall-clock seconds per submission (and per submission and worker), the trusted
@@ -33,12 +33,14 @@ from pathlib import Path
 
 from nbgrader.api import Gradebook
 
-from grader import demo, grading, pipeline, report, warm_service
-from grader.paths import release_notebooks, use_this_python
+from grader.coordinator import demo, grading, pipeline
+from grader.shared import report
+from grader.shared.paths import release_notebooks, use_this_python
+from grader.warm import service as warm_service
 
 REPO = Path(__file__).resolve().parents[1]
 PLAIN_COURSE = [
-    "--Execute.kernel_manager_class=grader.kernels.IsolatedKernelManager",
+    "--Execute.kernel_manager_class=grader.nbgrader.kernels.IsolatedKernelManager",
     "--VerifyPoints.enabled=False",
 ]
 BARE_CONFIG = """c = get_config()  # noqa: F821
@@ -73,7 +75,7 @@ def bare_copy(course: Path, folder: Path, assignment: str, students: list[str]) 
 
 
 class JudgeTimer:
-    """Seconds spent in the trusted judge (grader.verification.judge_notebooks)."""
+    """Seconds spent in the trusted judge (grader.shared.verification.judge_notebooks)."""
 
     def __init__(self) -> None:
         self.seconds = 0.0

@@ -4,7 +4,7 @@
 notebook imports it, before any student code runs), and every check then calls
 :func:`replaced`: if a student cell has swapped ``torch.allclose`` (say) for a function that
 always agrees, the check fails with a message that starts with :data:`MARKER`. The grader finds
-that marker in the graded notebook and flags it (``grader/tampering.py``, the static half).
+that marker in the graded notebook and flags it (``grader/shared/tampering.py``, the static half).
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import math
 import numpy
 import torch
 
-# The grader looks for this text in the outputs of a graded notebook (grader.tampering.MARKER).
+# The grader looks for this text in the outputs of a graded notebook
+# (grader.shared.tampering.MARKER).
 MARKER = "TAMPERING DETECTED"
 
 # Functions the checks use to compare values, by dotted name.

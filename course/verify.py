@@ -49,7 +49,7 @@ def observe(
     (``os._exit``, a crash, the memory limit, a loop that ignores the interrupt), the grader
     reads the log, starts a fresh kernel and observes again with that item in ``failed``: one
     item that kills the kernel costs that item only
-    (:class:`grader.preprocessors.ExecuteKeepingPoints`).
+    (:class:`grader.nbgrader.preprocessors.ExecuteKeepingPoints`).
     """
     probe = importlib.import_module(f"course.{assignment}.probe")
     namespace = vars(sys.modules["__main__"]) if namespace is None else namespace

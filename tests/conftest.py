@@ -16,8 +16,9 @@ from filelock import FileLock
 from nbgrader.api import Gradebook
 from xdist.scheduler import LoadScopeScheduling
 
-from grader import demo, pipeline, report
-from grader.paths import assignments, use_this_python
+from grader.coordinator import demo, pipeline
+from grader.shared import report
+from grader.shared.paths import assignments, use_this_python
 
 REPO = Path(__file__).resolve().parents[1]
 # All assignments; COURSE_ASSIGNMENTS=a_masks,b_attention narrows a local run while authoring.
@@ -37,7 +38,9 @@ def make_course_copy(target: Path, with_release: bool = False) -> Path:
     """Copy what a course needs (config, reference runs, source/, demo/) into ``target``."""
     target.mkdir(parents=True, exist_ok=True)
     shutil.copy(REPO / "nbgrader_config.py", target)
-    shutil.copy(REPO / "reference_runs.json", target)  # the time limits (grader.reference_run)
+    shutil.copy(
+        REPO / "reference_runs.json", target
+    )  # the time limits (grader.shared.reference_run)
     folders = ["source", "demo"] + (["release"] if with_release else [])
     for folder in folders:
         if (REPO / folder).is_dir():

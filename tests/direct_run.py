@@ -1,6 +1,7 @@
 """Run a demo student's test cells in this process: no nbgrader, no kernel, no subprocess.
 
-The student's notebooks are built by :func:`grader.demo.build_class` itself, into a scratch
+The student's notebooks are built by :func:`grader.coordinator.demo.build_class` itself, into a
+scratch
 folder that links to the repository's ``source/``, ``release/`` and ``demo/``. Then, as
 ``nbgrader autograde`` does, every read-only and autograded cell is restored from ``source/``
 (so the hidden tests are back) while the student's solution cells are kept. The code cells run
@@ -32,10 +33,10 @@ import matplotlib
 from nbformat import NotebookNode
 from nbgrader.utils import is_grade, is_locked, is_solution
 
-from grader import demo
-from grader.check import error_message
-from grader.notebooks import read_notebook
-from grader.submission import grade_id
+from grader.coordinator import demo
+from grader.coordinator.check import error_message
+from grader.coordinator.submission import grade_id
+from grader.shared.notebooks import read_notebook
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 (after choosing the backend)
@@ -54,7 +55,8 @@ class Cell:
 
 
 def build_class(scratch: Path, repo: Path, assignment: str) -> Path:
-    """Build every demo student of ``assignment`` with grader.demo; return the submitted/ folder.
+    """Build every demo student of ``assignment`` with grader.coordinator.demo; return the
+    submitted/ folder.
 
     ``scratch`` gets links to the repository's source/, release/ and demo/, so the notebooks are
     made exactly as ``course demo`` makes them, and nothing is written inside the repository.
@@ -181,7 +183,8 @@ def run_cell(cell: Cell, namespace: dict, caught: list) -> Outcome:
 
     The cell fails when it raises or writes to stderr; a kernel writes shown warnings (those
     added to ``caught`` meanwhile) to stderr. The message is the one ``course check`` and the
-    feedback give (:func:`grader.check.error_message`). Figures are closed afterwards. (A
+    feedback give (:func:`grader.coordinator.check.error_message`). Figures are closed afterwards.
+    (A
     last expression, which nbgrader reads as partial credit, is not looked at: the course's test
     cells end with ``passed(...)``.)
     """

@@ -24,8 +24,9 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import Gradebook
 
-from grader import demo, pipeline, report
-from grader.check import error_message
+from grader.coordinator import demo, pipeline
+from grader.coordinator.check import error_message
+from grader.shared import report
 from tests.conftest import ASSIGNMENTS, make_course_copy, pipeline_students
 
 RECORD = Path(__file__).with_name("graded_class.json")

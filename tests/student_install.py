@@ -29,10 +29,10 @@ from pathlib import Path
 
 from nbgrader.utils import is_grade, is_locked, is_solution
 
-from grader.notebooks import read_notebook
-from grader.paths import assignments
-from grader.submission import grade_id
-from grader.tampering import split_hidden
+from grader.coordinator.submission import grade_id
+from grader.shared.notebooks import read_notebook
+from grader.shared.paths import assignments
+from grader.shared.tampering import split_hidden
 from tests.direct_run import GIVEN, PLAIN, SOLUTION, TEST, Cell, cells_to_run, python_source
 
 REPO = Path(__file__).resolve().parents[1]

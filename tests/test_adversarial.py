@@ -5,7 +5,8 @@ ends with a clear line in the grading report; honest students get exactly their 
 no tampering submission earns a point; the gradebook survives an interrupted run.
 
 The hostile kinds hide their code from the static scan (``exec`` of a hex string), so what stops
-them is the sandbox (:mod:`grader.kernels`) and the trusted judge (:mod:`grader.verification`):
+them is the sandbox (:mod:`grader.nbgrader.kernels`) and the trusted judge
+(:mod:`grader.shared.verification`):
 each writes what it reached into ``reached.txt`` in its own folder, and the tests read it back.
 """
 
@@ -27,9 +28,10 @@ import pytest
 from nbformat import NotebookNode
 from nbgrader.api import Gradebook
 
-from grader import cluster, demo, limits, pipeline, quota, report
-from grader.grading import Graded
-from grader.submission import fill, solution_cells
+from grader.coordinator import cluster, demo, pipeline
+from grader.coordinator.grading import Graded
+from grader.coordinator.submission import fill, solution_cells
+from grader.shared import limits, quota, report
 from tests.conftest import make_course_copy
 from tests.graded_class_record import recorded
 
@@ -41,7 +43,8 @@ MB = 2**20
 
 
 def set_code(name: str, code: str) -> Callable[[NotebookNode], NotebookNode]:
-    """Replace the solution cell that defines ``name`` by ``code`` (grader.submission.fill)."""
+    """Replace the solution cell that defines ``name`` by ``code``
+    (grader.coordinator.submission.fill)."""
 
     def edit(nb: NotebookNode) -> NotebookNode:
         assert fill(nb, {name: code}) == [], f"no solution cell defines {name}"
@@ -346,7 +349,7 @@ def adversarial_class(tmp_path_factory: pytest.TempPathFactory) -> Path:
     os.environ.update(small_limits)
     try:
         SCRATCH_BEFORE.update(scratch_folders())
-        # Warm workers, the default (grader/warm.py); COURSE_TEST_COLD=1: `--cold`.
+        # Warm workers, the default (grader/warm/pool.py); COURSE_TEST_COLD=1: `--cold`.
         warm = os.environ.get("COURSE_TEST_COLD") != "1"
         pipeline.autograde(root, ASSIGNMENT, jobs=2, students=[*CASES, *HONEST], warm=warm)
     finally:
@@ -409,7 +412,8 @@ def test_broken_code_loses_only_its_points(adversarial_class: Path, student: str
 
 
 def test_a_flood_of_output_is_cut_and_a_failed_test_still_fails(adversarial_class: Path) -> None:
-    """Each cell keeps 1 MB of output (grader.preprocessors.ExecuteKeepingPoints.output): the
+    """Each cell keeps 1 MB of output (grader.nbgrader.preprocessors.ExecuteKeepingPoints.output):
+    the
     graded notebooks stay small, the report says which cell was cut, and a test cell whose
     flood came before its failure keeps its error (and earns nothing)."""
     for student, cell in [
@@ -492,7 +496,7 @@ def test_the_runaway_guard_is_where_nbclient_calls_it() -> None:
 
     from nbclient import NotebookClient
 
-    from grader.preprocessors import ExecuteKeepingPoints
+    from grader.nbgrader.preprocessors import ExecuteKeepingPoints
 
     assert "_async_handle_timeout" in inspect.getsource(NotebookClient._async_poll_for_reply)
     ours = inspect.signature(ExecuteKeepingPoints._async_handle_timeout).parameters
@@ -580,7 +584,15 @@ def test_interrupted_run_keeps_the_gradebook(adversarial_class: Path, tmp_path: 
     root = tmp_path / "course"
     subprocess.run(["cp", "-a", str(adversarial_class), str(root)], check=True)
     before = {s: scores(root, s) for s in HONEST}
-    command = [sys.executable, "-m", "grader.cli", "--root", str(root), "autograde", ASSIGNMENT]
+    command = [
+        sys.executable,
+        "-m",
+        "grader.coordinator.cli",
+        "--root",
+        str(root),
+        "autograde",
+        ASSIGNMENT,
+    ]
     command += ["--jobs", "1", *[f"--student={s}" for s in HONEST]]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     first = process.stdout.readline()  # one student graded and saved
@@ -674,7 +686,8 @@ FORK_BOMB = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSE
 def test_a_fork_bomb_is_contained(tmp_path: Path, warm: bool) -> None:
     """A fork bomb, graded beside an honest submission as CI grades (root, whom the rlimit on
     processes spares): its kernel's cgroup stops it at the limit and keeps its share of the
-    processors (grader/cgroups.py): the honest submission, graded at the same time, keeps every
+    processors (grader/sandbox/cgroups.py): the honest submission, graded at the same time, keeps
+    every
     point, and the bomb earns none."""
     root = make_course_copy(tmp_path / "course")
     pipeline.release(root, ASSIGNMENT)

@@ -1,4 +1,5 @@
-"""Each kernel's cgroups (grader/cgroups.py), made, joined and removed while other kernels start.
+"""Each kernel's cgroups (grader/sandbox/cgroups.py), made, joined and removed while other kernels
+start.
 
 Run by root where a cgroup hierarchy with the pids or cpu controller is writable (here and on
 CI); elsewhere a kernel gets none, which the first test checks instead.
@@ -12,7 +13,7 @@ import sys
 
 import pytest
 
-from grader import cgroups
+from grader.sandbox import cgroups
 
 AS_ROOT = os.geteuid() == 0
 

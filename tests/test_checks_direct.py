@@ -2,7 +2,7 @@
 
 The same expectations as ``test_demo_class.py`` (the set of test cells a student fails, and a
 word each failure message must contain), but with no nbgrader, no kernel and no subprocess:
-the notebooks are built by ``grader.demo`` and their cells run in this process
+the notebooks are built by ``grader.coordinator.demo`` and their cells run in this process
 (:mod:`tests.direct_run`), in grading mode. A typical mistake must be named by the checks that
 target it, every correct style accepted, the reference pass everything and the blank release
 fail every test cell because of its stubs alone.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import class_report, demo
+from grader.coordinator import class_report, demo
 from tests.conftest import ASSIGNMENTS, REPO
 from tests.direct_run import (
     TEST,
@@ -77,7 +77,8 @@ def test_checks_grade_the_student_as_described(
             message = tests[gid].message.lower()
             assert word in message, f"{gid} should name '{word}': {message}\n{where}"
 
-    # The trusted judge agrees with the notebook's own tests, cell by cell (grader.verification).
+    # The trusted judge agrees with the notebook's own tests, cell by cell
+    # (grader.shared.verification).
     if (REPO / "judge" / f"{assignment}.py").is_file():
         (namespace,) = namespaces
         verdicts, mistakes = judged(assignment, namespace, submitted / student / assignment)

@@ -27,18 +27,21 @@ from nbgrader.preprocessors import DeduplicateIds
 from traitlets.config import Config
 from traitlets.utils.importstring import import_item
 
-from grader import check, nbgrader_run, rlimits, tampering
-from grader.cli import main
-from grader.job import GradingJob
-from grader.limits import Limits, TimeLimits
-from grader.notebooks import read_notebook
-from grader.paths import load_config
-from grader.preprocessors import DIED, REMOVED, DropDuplicateCells, Notes, read_notes
-from grader.scratch import scratch_course
-from grader.submission import fill, reference_code, solution_markers
+from grader.coordinator import check, nbgrader_run
+from grader.coordinator.cli import main
+from grader.coordinator.job import GradingJob
+from grader.coordinator.scratch import scratch_course
+from grader.coordinator.submission import fill, reference_code, solution_markers
+from grader.nbgrader.preprocessors import DIED, REMOVED, DropDuplicateCells
+from grader.sandbox import rlimits
+from grader.shared import tampering
+from grader.shared.limits import Limits, TimeLimits
+from grader.shared.notebooks import read_notebook
+from grader.shared.notes import Notes, read_notes
+from grader.shared.paths import load_config
 from tests.conftest import ASSIGNMENTS, REPO
 
-COURSE = [sys.executable, "-m", "grader.cli"]
+COURSE = [sys.executable, "-m", "grader.coordinator.cli"]
 
 
 def course(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
@@ -209,7 +212,7 @@ def test_limits_wrapper_sets_the_rlimits_then_becomes_the_command(tmp_path: Path
         file_size_mb=2,
         processes=4000,
     )
-    assert command[:4] == [sys.executable, "-P", "-m", "grader.rlimits"]
+    assert command[:4] == [sys.executable, "-P", "-m", "grader.sandbox.rlimits"]
     process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
     out, _ = process.communicate(timeout=60)
     assert process.returncode == 0
@@ -261,7 +264,7 @@ def test_nbgrader_starts_through_the_wrapper(
     assert "preexec_fn" not in kwargs
     marker = command.index("--")
     assert command[:marker] == rlimits.wrap([], 1234, 56, 78)[:-1]
-    nbgrader = [sys.executable, "-P", "-m", "grader.nbgrader_main", "autograde"]
+    nbgrader = [sys.executable, "-P", "-m", "grader.nbgrader.main", "autograde"]
     assert command[marker + 1 : marker + 6] == nbgrader
     assert f"--Notes.path={folder / 'notes.json'}" in command  # out of the kernel's reach
     assert not outcome.ok and "boom" in outcome.message
@@ -324,7 +327,7 @@ def test_drop_duplicate_cells_keeps_the_first_copy(
 ) -> None:
     nb = notebook_with_copies()
     config = Config()
-    config.Notes.path = str(tmp_path / "notes.json")  # as grader.nbgrader_run names it
+    config.Notes.path = str(tmp_path / "notes.json")  # as grader.coordinator.nbgrader_run names it
     with caplog.at_level(logging.WARNING):
         dedup = DropDuplicateCells(log=logging.getLogger("dedup"), config=config)
         nb, _ = dedup.preprocess(nb, {})
@@ -403,7 +406,7 @@ def test_every_sub_command_has_its_function_in_the_table():
     """The parser's sub-commands and cli.COMMANDS (plus lab, which runs before it) agree."""
     import argparse
 
-    from grader import cli
+    from grader.coordinator import cli
 
     subparsers = next(a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction))
     assert set(subparsers.choices) == set(cli.COMMANDS) | {"lab"}

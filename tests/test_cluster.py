@@ -22,9 +22,10 @@ import psutil
 import pytest
 from distributed import Client
 
-from grader import cluster, demo, pipeline, report
-from grader.nbgrader_run import kill_tree
-from grader.paths import CourseError
+from grader.coordinator import cluster, demo, pipeline
+from grader.coordinator.nbgrader_run import kill_tree
+from grader.shared import report
+from grader.shared.paths import CourseError
 from tests.conftest import class_outcome, make_course_copy
 from tests.test_adversarial import CASES
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import cli, cluster
-from grader.paths import CourseError
+from grader.coordinator import cli, cluster
+from grader.shared.paths import CourseError
 from tests.conftest import make_course_copy
 
 

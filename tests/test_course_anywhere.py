@@ -9,7 +9,7 @@ The issue's cases, one submission of A (the reference solutions) each:
   named the clone's ``course/`` for its kernel, one the warm worker had not bound) and plain
   ``nbgrader autograde`` gave the reference 0 points, "graded" (the sandbox bound the clone's
   ``course/``, the kernel imports the installed one: the notebook's first cell ran pip);
-- the same submission handed in with a ``grader/rlimits.py`` of its own: the kernel's limits
+- the same submission handed in with a ``grader/sandbox/rlimits.py`` of its own: the kernel's limits
   wrapper started in the submission's folder and ran it, outside the sandbox;
 - a kernel whose Python cannot import the course (a kernel spec naming another Python):
   "not graded" with the reason, on `course autograde`'s path and plain nbgrader's, and the
@@ -33,13 +33,17 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from grader import demo, kernel_check, nbgrader_run, pipeline, report, sandbox, zygote
+from grader.coordinator import demo, nbgrader_run, pipeline
+from grader.sandbox import bubblewrap as sandbox
+from grader.shared import kernel_check, report
+from grader.warm import zygote
 from tests.conftest import REPO, make_course_copy
 
 ASSIGNMENT, NOTEBOOK, STUDENT = "a_masks", "masks_and_positions", "reference"
 VENV = Path(sys.prefix)  # this repository's environment: the course installed editable here
 ESCAPED = "escaped.txt"
-# A submission's own grader/rlimits.py: outside the sandbox it would leave a file in the course
+# A submission's own grader/sandbox/rlimits.py: outside the sandbox it would leave a file in the
+# course
 # folder (the kernel's cwd is autograded/reference/a_masks, three levels below it).
 FAKE_RLIMITS = f"""import pathlib
 pathlib.Path(__file__).resolve().parents[4].joinpath({ESCAPED!r}).write_text("outside")
@@ -54,7 +58,7 @@ def odd_folder(tag: str) -> Path:
 
 def course_clone(root: Path) -> Path:
     """A course folder as a clone is: config, source/, demo/ and the packages of its own, A's
-    reference submitted (with a grader/rlimits.py of its own)."""
+    reference submitted (with a grader/sandbox/rlimits.py of its own)."""
     make_course_copy(root)
     for package in ("course", "grader", "judge"):
         shutil.copytree(REPO / package, root / package, ignore=shutil.ignore_patterns("__py*"))
@@ -110,8 +114,8 @@ def test_a_clone_anywhere_is_graded_warm_cold_and_by_plain_nbgrader(clone: Path)
     python = clone / ".venv" / "bin" / "python"  # through the link
     graded = {}
     for way, args in {
-        "warm": ["grader.cli", "autograde", ASSIGNMENT],
-        "cold": ["grader.cli", "autograde", ASSIGNMENT, "--cold"],
+        "warm": ["grader.coordinator.cli", "autograde", ASSIGNMENT],
+        "cold": ["grader.coordinator.cli", "autograde", ASSIGNMENT, "--cold"],
         "plain": ["nbgrader", "autograde", ASSIGNMENT, "--force"],
     }.items():
         said = run(clone, python, *args)
@@ -130,7 +134,7 @@ def test_a_kernel_without_the_course_is_not_graded_and_keeps_earlier_grades(
     every path that grades says "not graded", why and which Python; the gradebook keeps the
     points given before."""
     python = clone / ".venv" / "bin" / "python"
-    run(clone, python, "grader.cli", "autograde", ASSIGNMENT)
+    run(clone, python, "grader.coordinator.cli", "autograde", ASSIGNMENT)
     before = outcome(clone)
     assert before[0] == before[1] == 13.0, before
     bare = no_course_python(tmp_path)
@@ -140,7 +144,7 @@ def test_a_kernel_without_the_course_is_not_graded_and_keeps_earlier_grades(
     (spec / "kernel.json").write_text(json.dumps({"argv": argv, "language": "python"}))
     env = {"JUPYTER_PATH": str(tmp_path / "jupyter")}
     for way, args in {
-        "course": ["grader.cli", "autograde", ASSIGNMENT, "--cold"],
+        "course": ["grader.coordinator.cli", "autograde", ASSIGNMENT, "--cold"],
         "plain": ["nbgrader", "autograde", ASSIGNMENT, "--force"],
     }.items():
         said = run(clone, python, *args, env=env)
@@ -157,14 +161,14 @@ def test_a_submission_with_a_course_package_of_its_own_is_not_graded(clone: Path
     comes first on its path (cold, plain nbgrader): not graded, said why, earlier grades kept.
     Warm kernels have imported the course before they reach the folder: graded as usual."""
     python = clone / ".venv" / "bin" / "python"
-    run(clone, python, "grader.cli", "autograde", ASSIGNMENT)
+    run(clone, python, "grader.coordinator.cli", "autograde", ASSIGNMENT)
     assert outcome(clone)[0] == 13.0
     planted = clone / "submitted" / STUDENT / ASSIGNMENT / "course"
     planted.mkdir()
     (planted / "__init__.py").write_text("def check(*args, **kwargs):\n    pass\n")
     try:
         for way, args in {
-            "cold": ["grader.cli", "autograde", ASSIGNMENT, "--cold"],
+            "cold": ["grader.coordinator.cli", "autograde", ASSIGNMENT, "--cold"],
             "plain": ["nbgrader", "autograde", ASSIGNMENT, "--force"],
         }.items():
             said = run(clone, python, *args)
@@ -172,7 +176,7 @@ def test_a_submission_with_a_course_package_of_its_own_is_not_graded(clone: Path
             assert status == "not graded", f"{way}: {status} {detail}\n{said}"
             assert kernel_check.SHADOW in detail and "remove it" in detail, detail
             assert points == 13.0, f"{way}: the earlier grades were lost"
-        said = run(clone, python, "grader.cli", "autograde", ASSIGNMENT)
+        said = run(clone, python, "grader.coordinator.cli", "autograde", ASSIGNMENT)
         points, most, status, detail = outcome(clone)
         assert status == "graded" and points == most == 13.0, f"warm: {detail}\n{said}"
     finally:
@@ -220,7 +224,7 @@ def test_the_course_installed_read_only_in_a_venv_under_an_odd_name(tmp_path: Pa
         root = make_course_copy(tmp_path / "course")
         reference_only(root)
         for way in ([], ["--cold"]):
-            said = run(root, python, "grader.cli", "autograde", ASSIGNMENT, *way)
+            said = run(root, python, "grader.coordinator.cli", "autograde", ASSIGNMENT, *way)
             points, most, status, detail = outcome(root)
             assert status == "graded" and points == most == 13.0, f"{way} {detail}\n{said}"
     finally:
@@ -315,7 +319,7 @@ def test_the_course_command_names_the_kernel_check_failure() -> None:
     """nbgrader's log of a failed check: `course autograde` reports the check's own words."""
     log = (
         "[AutogradeApp | ERROR] There was an error processing assignment: x\n"
-        "    grader.kernel_check.CourseNotImportable: the grading kernel cannot import the "
+        "    grader.shared.kernel_check.CourseNotImportable: the grading kernel cannot import the "
         "course (ModuleNotFoundError: No module named 'course'): install it\n"
         "[AutogradeApp | ERROR] There was an error processing assignment 'a' for student 'b'\n"
     )

@@ -18,7 +18,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import demo, report
+from grader.coordinator import demo
+from grader.shared import report
 from tests.conftest import ASSIGNMENTS, REPO, pipeline_students
 from tests.graded_class_record import autograded_cells, outcome, recorded, table_rows
 

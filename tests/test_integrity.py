@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from course import guard
-from grader import demo, tampering
-from grader.notebooks import read_notebook
-from grader.submission import fill, reference_code
+from grader.coordinator import demo
+from grader.coordinator.submission import fill, reference_code
+from grader.shared import tampering
+from grader.shared.notebooks import read_notebook
 from tests.conftest import ASSIGNMENTS, REPO
 
 PROTECTED = {"check", "check_close", "passed", "checks", "heatmap"}

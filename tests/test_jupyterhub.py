@@ -35,9 +35,10 @@ import psutil
 import pytest
 import requests
 
-from grader import pipeline, tampering
-from grader.notebooks import read_notebook
-from grader.submission import fill, reference_code
+from grader.coordinator import pipeline
+from grader.coordinator.submission import fill, reference_code
+from grader.shared import tampering
+from grader.shared.notebooks import read_notebook
 from tests import student_install
 from tests.conftest import REPO, make_course_copy
 

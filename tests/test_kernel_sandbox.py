@@ -1,6 +1,7 @@
 """The grading kernel's sandbox (bubblewrap): what code in a graded notebook can and cannot do.
 
-One notebook, run once by nbclient through :class:`grader.kernels.SandboxedKernelManager`, probes
+One notebook, run once by nbclient through :class:`grader.nbgrader.kernels.SandboxedKernelManager`,
+probes
 the sandbox from inside; each test reads one probe's output.
 """
 
@@ -22,10 +23,11 @@ import pytest
 from nbclient import NotebookClient
 from traitlets.config import Config
 
-from grader import cgroups, sandbox
-from grader.kernels import SandboxedKernelManager
-from grader.paths import CourseError
-from grader.warm import WarmKernelManager, WarmPool
+from grader.nbgrader.kernels import SandboxedKernelManager
+from grader.sandbox import bubblewrap as sandbox
+from grader.sandbox import cgroups
+from grader.shared.paths import CourseError
+from grader.warm.pool import WarmKernelManager, WarmPool
 
 # keyctl's system call number by machine (add_key and request_key are the two before it)
 KEYCTL = {"x86_64": 250, "aarch64": 219}
@@ -67,7 +69,7 @@ PROBES = {
         "for pid in children:\n    os.kill(pid, signal.SIGKILL)\n    os.waitpid(pid, 0)\n"
         "print('started', len(children))"
     ),
-    # The cgroups that cap them (grader/cgroups.py), out of the kernel's sight.
+    # The cgroups that cap them (grader/sandbox/cgroups.py), out of the kernel's sight.
     "cgroups": (
         "import glob, os, sys\nconnection = sys.argv[sys.argv.index('-f') + 1]\n"
         "worker = os.path.dirname(os.path.dirname(connection))\n"
@@ -96,7 +98,7 @@ def probed(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, list[dict]]]:
     """The probes' outputs, from a kernel started in bubblewrap ("cold") and from one forked by
-    a warm worker's zygote ("warm", grader/warm.py): the same sandbox either way."""
+    a warm worker's zygote ("warm", grader/warm/pool.py): the same sandbox either way."""
     grader_key()
     if request.param == "cold":
         yield probe(tmp_path_factory, tmp_path_factory.mktemp("work"), SandboxedKernelManager, {})

@@ -103,7 +103,7 @@ def imports_of(path: Path) -> list[tuple[str, ast.AST, bool]]:
                 found.extend((alias.name, child, inside) for alias in child.names)
             elif isinstance(child, ast.ImportFrom) and child.module and not child.level:
                 found.append((child.module, child, inside))
-                # `from grader import cluster` imports the module grader.cluster
+                # `from grader import cluster` imports the module grader.coordinator.cluster
                 found.extend((f"{child.module}.{a.name}", child, inside) for a in child.names)
             visit(child, inside)
 
@@ -111,14 +111,19 @@ def imports_of(path: Path) -> list[tuple[str, ast.AST, bool]]:
     return found
 
 
+def module_name(path: Path) -> str:
+    """grader/warm/pool.py -> grader.warm.pool; grader/lms/__init__.py -> grader.lms."""
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
 def grader_graph() -> dict[str, set[str]]:
     """Module of grader/ -> the modules of grader/ it imports (anywhere in the file)."""
-    folder = REPO / "grader"
-    names = {f"grader.{p.stem}" for p in folder.glob("*.py") if p.stem != "__init__"}
+    paths = list((REPO / "grader").rglob("*.py"))
+    names = {module_name(p) for p in paths}
     return {
-        f"grader.{path.stem}": {name for name, _, _ in imports_of(path) if name in names}
-        for path in folder.glob("*.py")
-        if path.stem != "__init__"
+        module_name(p): {n for n, _, _ in imports_of(p) if n in names} - {module_name(p)}
+        for p in paths
     }
 
 
@@ -149,8 +154,66 @@ def test_cycles_are_found() -> None:
 
 def test_the_grader_has_no_import_cycle() -> None:
     graph = grader_graph()
-    assert len(graph) > 10 and "grader.grading" in graph["grader.autograde"]
+    assert len(graph) > 10 and "grader.coordinator.grading" in graph["grader.coordinator.autograde"]
     assert cycles(graph) == [], "import cycles in grader/"
+
+
+# Which process's packages each package of grader/ may import (grader/__init__.py says what runs
+# where). nbgrader's plugins never import the coordinator; the coordinator names the plugins
+# (nbgrader_config.py, command lines), never imports them.
+MAY_IMPORT = {
+    "shared": {"shared"},
+    "sandbox": {"shared", "sandbox"},
+    "nbgrader": {"shared", "sandbox", "nbgrader", "warm.wire"},
+    "warm": {"shared", "sandbox", "warm"},
+    "coordinator": {"shared", "sandbox", "warm", "coordinator", "lms"},
+    "lms": {"shared", "coordinator", "lms"},
+}
+# The nbgrader fork server becomes nbgrader's process: it loads nbgrader's entry point.
+ALSO = {("grader.warm.forkserver", "grader.nbgrader.main")}
+# Being taken apart (issue 59): the rule after a run moves to grader.shared; the warm kernel
+# manager to grader.nbgrader.
+ALSO |= {
+    ("grader.nbgrader.after_run", "grader.coordinator.grading"),
+    ("grader.nbgrader.after_run", "grader.coordinator.scratch"),
+    ("grader.warm.pool", "grader.nbgrader.kernels"),
+}
+
+
+def package_of(module: str) -> str:
+    """grader.warm.pool -> warm; grader.warm.wire -> warm.wire where a rule names it."""
+    parts = module.split(".")
+    two = ".".join(parts[1:3])
+    return two if any(two in allowed for allowed in MAY_IMPORT.values()) else parts[1]
+
+
+def test_no_process_imports_another_s_code() -> None:
+    graph = grader_graph()
+    assert set(MAY_IMPORT) == {m.split(".")[1] for m in graph if m.count(".") >= 2}
+    crossing = [
+        f"{module} imports {target}"
+        for module, targets in sorted(graph.items())
+        if module.count(".") >= 2
+        for target in sorted(targets)
+        if target.count(".") >= 2
+        and (module, target) not in ALSO
+        and not any(
+            package_of(target) == allowed or package_of(target).startswith(allowed + ".")
+            for allowed in MAY_IMPORT[package_of(module).split(".")[0]]
+        )
+    ]
+    assert not crossing, "\n".join(crossing)
+
+
+def test_the_coordinator_loads_no_nbgrader_plugin() -> None:
+    """What ``course autograde`` imports (the coordinator's modules) leaves grader.nbgrader out."""
+    code = (
+        "import sys\n"
+        "import grader.coordinator.autograde, grader.coordinator.cli, grader.coordinator.check\n"
+        "print(sorted(m for m in sys.modules if m.startswith('grader.nbgrader')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
 
 
 def course_graph() -> dict[str, set[str]]:
@@ -181,7 +244,7 @@ def test_the_module_map_is_the_codes() -> None:
         sys.path.remove(str(REPO / "tools"))
     text = (REPO / "docs" / "layout.md").read_text()
     mapped = [p.relative_to(REPO).as_posix() for p in module_map.modules()]
-    assert "grader/cli.py" in mapped and "judge/core.py" in mapped and len(mapped) > 100
+    assert "grader/coordinator/cli.py" in mapped and "judge/core.py" in mapped and len(mapped) > 100
     missing = [m for m in mapped if f"`{m}`" not in text]
     assert not missing, f"not in docs/layout.md: {missing}: run python tools/module_map.py"
     assert module_map.rewritten(text) == text, "docs/layout.md's module map is stale: " + (
@@ -192,7 +255,7 @@ def test_the_module_map_is_the_codes() -> None:
 def test_every_lazy_import_of_the_grader_says_why() -> None:
     """An import inside a function has a comment on its line or on the line just above."""
     unexplained = []
-    for path in sorted((REPO / "grader").glob("*.py")):
+    for path in sorted((REPO / "grader").rglob("*.py")):
         lines = path.read_text().splitlines()
         for name, node, lazy in imports_of(path):
             if lazy and not any("#" in lines[i] for i in (node.lineno - 2, node.lineno - 1)):
@@ -210,7 +273,7 @@ def test_the_kernel_side_and_the_judge_never_name_the_grader(side: str) -> None:
 
 def test_modules_and_functions_stay_short() -> None:
     """No module of course/, grader/ or judge/ over 500 lines; no function over 60 (a screen)."""
-    paths = [*(REPO / "course").rglob("*.py"), *(REPO / "grader").glob("*.py")]
+    paths = [*(REPO / "course").rglob("*.py"), *(REPO / "grader").rglob("*.py")]
     for path in sorted([*paths, *(REPO / "judge").glob("*.py")]):
         text, name = path.read_text(), str(path.relative_to(REPO))
         assert len(text.splitlines()) <= 500, f"{name} is over 500 lines"

@@ -15,10 +15,10 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from grader.cli import main
+from grader.coordinator.cli import main
 from grader.lms import collect, feedback_zip
 from grader.lms import worksheet as worksheet_dates
-from grader.paths import CourseError, db_url
+from grader.shared.paths import CourseError, db_url
 from tests.conftest import REPO
 from tests.lms_archives import (
     NOTEBOOK,

@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from grader.cli import main
+from grader.coordinator.cli import main
 from grader.lms import collect, export
-from grader.paths import CourseError, db_url
+from grader.shared.paths import CourseError, db_url
 from tests.test_lms import DUE, A, build_template, moodle_download, worksheet
 
 B = "b_attention"

@@ -18,11 +18,11 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from grader import pipeline
-from grader.cli import main
-from grader.notebooks import read_notebook
-from grader.paths import db_url, load_config
-from grader.submission import fill, read_description, reference_code
+from grader.coordinator import pipeline
+from grader.coordinator.cli import main
+from grader.coordinator.submission import fill, read_description, reference_code
+from grader.shared.notebooks import read_notebook
+from grader.shared.paths import db_url, load_config
 from tests.conftest import make_course_copy
 from tests.lms_archives import NOTEBOOK, canvas_name, read_names, write_zip
 

@@ -46,7 +46,7 @@ import torch
 
 import course
 from course import verify
-from grader.notebooks import read_notebook
+from grader.shared.notebooks import read_notebook
 from judge import core
 from tests.conftest import ASSIGNMENTS, REPO
 from tests.direct_run import cells_to_run, grading_cells, run_notebook

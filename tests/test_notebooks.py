@@ -7,8 +7,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import pipeline
-from grader.notebooks import read_notebook
+from grader.coordinator import pipeline
+from grader.shared.notebooks import read_notebook
 from tests.conftest import ASSIGNMENTS, REPO, make_course_copy
 
 SOURCES = sorted(REPO.glob("source/*/*.ipynb"))

@@ -20,7 +20,8 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from grader import demo, pipeline, report
+from grader.coordinator import demo, pipeline
+from grader.shared import report
 from tests.conftest import make_course_copy
 from tests.test_adversarial import append_code, set_code
 
@@ -59,7 +60,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # stays the product's own for C (30 s).
     os.environ["COURSE_SUBMISSION_SECONDS"] = "90"
     try:
-        # Warm workers, the default (grader/warm.py); COURSE_TEST_COLD=1: `--cold`.
+        # Warm workers, the default (grader/warm/pool.py); COURSE_TEST_COLD=1: `--cold`.
         pipeline.autograde(root, ASSIGNMENT, jobs=2, warm=os.environ.get("COURSE_TEST_COLD") != "1")
     finally:
         os.environ.pop("COURSE_SUBMISSION_SECONDS")

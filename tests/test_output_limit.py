@@ -1,6 +1,7 @@
-"""A cell's output within its limit (grader.preprocessors.ExecuteKeepingPoints.output), message
+"""A cell's output within its limit (grader.nbgrader.preprocessors.ExecuteKeepingPoints.output),
+message
 by message as nbclient hands them over, and a grading process's own output kept bounded
-(grader/process_output.py); the graded class's floods are in test_adversarial.py."""
+(grader/shared/process_output.py); the graded class's floods are in test_adversarial.py."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ import pytest
 from nbclient import NotebookClient
 from nbformat import NotebookNode
 
-from grader import process_output
-from grader.preprocessors import CUT, ExecuteKeepingPoints
+from grader.nbgrader.preprocessors import CUT, ExecuteKeepingPoints
+from grader.shared import process_output
 
 
 def client(kb: int = 1) -> ExecuteKeepingPoints:

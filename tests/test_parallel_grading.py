@@ -9,7 +9,7 @@ from pathlib import Path
 
 from nbgrader.api import Gradebook
 
-from grader import pipeline
+from grader.coordinator import pipeline
 from tests.conftest import make_course_copy
 
 ASSIGNMENT = "a_masks"

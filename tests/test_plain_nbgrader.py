@@ -3,7 +3,8 @@
 An instructor who knows nbgrader types `nbgrader autograde` and `nbgrader generate_feedback`
 (formgrader's buttons call the same converters, tests/e2e/test_instructor.py clicks them). With
 the course's nbgrader_config.py the kernel runs in the sandbox under the limits, the judge and
-the tampering scan settle the points and the report gets its lines (grader/after_run.py), and
+the tampering scan settle the points and the report gets its lines (grader/nbgrader/after_run.py),
+and
 feedback hides the hidden tests. Two copies of one class of A: one graded by `course autograde`,
 one by plain `nbgrader autograde`; every score, flag and report status must agree.
 
@@ -24,7 +25,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import demo, pipeline
+from grader.coordinator import demo, pipeline
 from tests.conftest import class_outcome, make_course_copy
 from tests.test_adversarial import (
     ASSIGNMENT,

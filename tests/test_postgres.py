@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from grader import demo, pipeline
-from grader.paths import CourseError
+from grader.coordinator import demo, pipeline
+from grader.shared.paths import CourseError
 from tests.conftest import make_course_copy
 
 ASSIGNMENT, NOTEBOOK = "a_masks", "masks_and_positions"

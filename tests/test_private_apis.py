@@ -1,7 +1,9 @@
 """The private code of jupyter_client, nbclient, nbconvert and nbgrader that the grader relies on.
 
-The grader's kernel managers and clients (grader/kernels.py, grader/warm.py) and its executor
-(grader/preprocessors.py) override private methods of these libraries and call others; their
+The grader's kernel managers and clients (grader/nbgrader/kernels.py, grader/warm/pool.py) and its
+executor
+(grader/nbgrader/preprocessors.py) override private methods of these libraries and call others;
+their
 versions are pinned in constraints.txt. Each such method is pinned here by its signature and a
 hash of its source, so that a new version is taken only after someone has read what changed.
 
@@ -34,84 +36,86 @@ PINNED: dict[str, tuple[str, str, str]] = {
     "jupyter_client.client:KernelClient._async_wait_for_ready": (
         "(self, timeout: float | None = None) -> None",
         "0d732ad86fea3115",
-        "overridden by grader/kernels.py PromptKernelClient",
+        "overridden by grader/nbgrader/kernels.py PromptKernelClient",
     ),
     "jupyter_client.client:KernelClient._async_is_alive": (
         "(self) -> bool",
         "50dc3f63d16bbd9d",
-        "called by grader/kernels.py PromptKernelClient._async_wait_for_ready",
+        "called by grader/nbgrader/kernels.py PromptKernelClient._async_wait_for_ready",
     ),
     "jupyter_client.client:KernelClient._handle_kernel_info_reply": (
         "(self, msg: Dict[str, Any]) -> None",
         "0ccf6064c6489923",
-        "called by grader/kernels.py PromptKernelClient._async_wait_for_ready",
+        "called by grader/nbgrader/kernels.py PromptKernelClient._async_wait_for_ready",
     ),
     "jupyter_client.manager:KernelManager._async_wait": (
         "(self, pollinterval: float = 0.1) -> None",
         "574593dddfda8169",
-        "overridden by grader/kernels.py IsolatedKernelManager",
+        "overridden by grader/nbgrader/kernels.py IsolatedKernelManager",
     ),
     "jupyter_client.manager:KernelManager._async_cleanup_resources": (
         "(self, restart: bool = False) -> None",
         "452cfe631cd012d2",
-        "overridden by grader/kernels.py SandboxedKernelManager",
+        "overridden by grader/nbgrader/kernels.py SandboxedKernelManager",
     ),
     "jupyter_client.manager:KernelManager._async_kill_kernel": (
         "(self, restart: bool = False) -> None",
         "9850bc22c85871db",
-        "overridden by grader/warm.py WarmKernelManager",
+        "overridden by grader/warm/pool.py WarmKernelManager",
     ),
     "jupyter_client.manager:KernelManager._async_launch_kernel": (
         "(self, kernel_cmd: List[str], **kw: Any) -> None",
         "5ba0dfe7cf7e85aa",
-        "replaced by grader/warm.py WarmKernelManager (the zygote forks the kernel)",
+        "replaced by grader/warm/pool.py WarmKernelManager (the zygote forks the kernel)",
     ),
     "jupyter_client.manager:KernelManager._async_pre_start_kernel": (
         "(self, *, transport_encryption: str | None = None, **kw: Any) "
         "-> Tuple[List[str], Dict[str, Any]]",
         "0ad304c9143e3bfd",
-        "sets _launch_args, read by grader/kernels.py SandboxedKernelManager.format_kernel_cmd",
+        "sets _launch_args, read by grader/nbgrader/kernels.py "
+        "SandboxedKernelManager.format_kernel_cmd",
     ),
     "jupyter_client.manager:KernelManager._async_start_kernel": (
         "(self, **kw: Any) -> None",
         "05b13d23766bc55e",
-        "calls format_kernel_cmd, then _async_launch_kernel: both overridden in grader/warm.py",
+        "calls format_kernel_cmd, then _async_launch_kernel: both overridden in "
+        "grader/warm/pool.py",
     ),
     "jupyter_client.connect:ConnectionFileMixin._ip_default": (
         "(self) -> 'str'",
         "1344af286bb4b1ef",
-        "called by grader/kernels.py IsolatedKernelManager._default_ip (tcp transport)",
+        "called by grader/nbgrader/kernels.py IsolatedKernelManager._default_ip (tcp transport)",
     ),
     "jupyter_client.connect:ConnectionFileMixin._reconcile_connection_info": (
         "(self, info: 'KernelConnectionInfo') -> 'None'",
         "5392d13edc8b96ab",
-        "called by grader/warm.py WarmKernelManager._async_launch_kernel",
+        "called by grader/warm/pool.py WarmKernelManager._async_launch_kernel",
     ),
     "jupyter_client.provisioning.local_provisioner:LocalProvisioner": (
         "class",
         "485bc5c2221b3d0a",
-        "grader/warm.py sets its process, pid and pgid: WarmProcess stands in for its Popen",
+        "grader/warm/pool.py sets its process, pid and pgid: WarmProcess stands in for its Popen",
     ),
     "nbclient.client:NotebookClient._async_handle_timeout": (
         "(self, timeout: 'int', cell: 'NotebookNode | None' = None) -> 'None | dict[str, t.Any]'",
         "27d6db41082b053f",
-        "overridden by grader/preprocessors.py ExecuteKeepingPoints",
+        "overridden by grader/nbgrader/preprocessors.py ExecuteKeepingPoints",
     ),
     "nbconvert.preprocessors.execute:ExecutePreprocessor._check_assign_resources": (
         "(self, resources)",
         "63d0e47180730b5f",
-        "called by grader/preprocessors.py ExecuteKeepingPoints.preprocess",
+        "called by grader/nbgrader/preprocessors.py ExecuteKeepingPoints.preprocess",
     ),
     "nbconvert.preprocessors.execute:ExecutePreprocessor.preprocess": (
         "(self, nb: 'NotebookNode', resources: 't.Any' = None, km: 'KernelManager | None' = "
         "None) -> 'tuple[NotebookNode, dict[str, t.Any]]'",
         "58beeaafc496ae5f",
-        "re-implemented by grader/preprocessors.py ExecuteKeepingPoints.preprocess",
+        "re-implemented by grader/nbgrader/preprocessors.py ExecuteKeepingPoints.preprocess",
     ),
     "nbgrader.preprocessors.clearhiddentests:ClearHiddenTests._remove_hidden_test_region": (
         "(self, cell: nbformat.notebooknode.NotebookNode) -> bool",
         "68ef91dd19232924",
-        "called by grader/feedback.py HideHiddenTests",
+        "called by grader/coordinator/feedback.py HideHiddenTests",
     ),
 }
 
@@ -152,7 +156,7 @@ def test_async_client_still_binds_wait_for_ready_to_the_private_method() -> None
     from jupyter_client.asynchronous import AsyncKernelClient
     from jupyter_client.client import KernelClient
 
-    from grader.kernels import PromptKernelClient
+    from grader.nbgrader.kernels import PromptKernelClient
 
     assert AsyncKernelClient.wait_for_ready is KernelClient._async_wait_for_ready
     assert PromptKernelClient.wait_for_ready is PromptKernelClient._async_wait_for_ready

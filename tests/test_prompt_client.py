@@ -1,4 +1,5 @@
-"""grader.kernels.PromptKernelClient: ready as soon as the kernel answered, late answers too.
+"""grader.nbgrader.kernels.PromptKernelClient: ready as soon as the kernel answered, late answers
+too.
 
 The channels here are scripted: what a kernel sends, in order, and when nothing is there (the
 client's wait runs out). No kernel is started."""
@@ -12,7 +13,7 @@ import pytest
 import zmq
 from jupyter_client.connect import write_connection_file
 
-from grader.kernels import RECONNECT_MS, PromptKernelClient
+from grader.nbgrader.kernels import RECONNECT_MS, PromptKernelClient
 from tests.conftest import run_coroutine
 
 TIMEOUT = object()  # a scripted wait that runs out

@@ -1,4 +1,4 @@
-"""Time limits derived from the reference solution's run (grader.reference_run)."""
+"""Time limits derived from the reference solution's run (grader.shared.reference_run)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 import shutil
 from pathlib import Path
 
-from grader import reference_run
-from grader.limits import time_limits
+from grader.shared import reference_run
+from grader.shared.limits import time_limits
 from tests.conftest import ASSIGNMENTS, REPO
 
 
@@ -55,7 +55,7 @@ def test_a_reference_that_fails_is_one_clear_message(tmp_path: Path) -> None:
     import nbformat
     import pytest
 
-    from grader.paths import CourseError
+    from grader.shared.paths import CourseError
 
     folder = tmp_path / "source" / "z_broken"
     folder.mkdir(parents=True)

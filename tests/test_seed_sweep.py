@@ -35,7 +35,7 @@ import torch
 
 from course import verify
 from course.probing import by_cell
-from grader import demo
+from grader.coordinator import demo
 from tests.conftest import ASSIGNMENTS, REPO
 from tests.direct_run import build_classes, like_a_kernel, run_student
 

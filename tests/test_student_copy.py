@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import REPO, make_course_copy
 from tools import student_copy
 
-COURSE = [sys.executable, "-m", "grader.cli"]
+COURSE = [sys.executable, "-m", "grader.coordinator.cli"]
 
 
 def snapshot(folder: Path) -> dict[str, str]:

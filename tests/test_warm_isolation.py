@@ -1,4 +1,4 @@
-"""The warm worker (grader/warm.py): kernels forked from one zygote see nothing of each other.
+"""The warm worker (grader/warm/pool.py): kernels forked from one zygote see nothing of each other.
 
 One zygote (one worker) serves every kernel of this module, one after the other, as it serves
 the submissions a worker grades. A first kernel leaves behind everything it can (patched
@@ -30,10 +30,12 @@ import pytest
 from nbclient import NotebookClient
 from traitlets.config import Config
 
-from grader import cgroups, demo, pipeline, warm
-from grader.forkserver import ForkServer
-from grader.kernels import SandboxedKernelManager
-from grader.warm import WarmKernelManager, WarmPool, Zygote, connect, request
+from grader.coordinator import demo, pipeline
+from grader.nbgrader.kernels import SandboxedKernelManager
+from grader.sandbox import cgroups
+from grader.warm import pool as warm
+from grader.warm.forkserver import ForkServer
+from grader.warm.pool import WarmKernelManager, WarmPool, Zygote, connect, request
 from tests.conftest import class_outcome, make_course_copy, run_coroutine
 from tests.test_adversarial import ASSIGNMENT, MASK, NOTEBOOK, WRONG_MASK, append_code
 from tests.test_kernel_sandbox import KEYCTL, grader_key
@@ -413,7 +415,8 @@ def test_each_kernel_runs_in_cgroups_of_its_own(
     zygote: Zygote, manager_class: type, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Run by root, a kernel, cold or warm, is in a cgroup of its own in each hierarchy with the
-    pids or cpu controller (grader/cgroups.py), its processes capped; they go with it. (A warm
+    pids or cpu controller (grader/sandbox/cgroups.py), its processes capped; they go with it. (A
+    warm
     kernel once made a second set, a cold kernel's, that it never joined.)"""
     assert os.geteuid() != 0 or set(cgroups.parents()) == {"pids", "cpu"}, cgroups.parents()
     made: list[list[str]] = []
@@ -451,7 +454,7 @@ def test_a_cgroup_the_zygote_cannot_join_leaves_the_kernel_uncapped_and_said(
 ) -> None:
     """Where the zygote cannot put a kernel in its cgroup (cgroup v2 may refuse it, say), the
     kernel starts without the cap (as a cold kernel's rlimits alone) and the log says so."""
-    from grader import warm
+    from grader.warm import pool as warm
 
     monkeypatch.setattr(warm.cgroups, "kernel_groups", lambda limit: ["/no/such/kernel-group"])
     assert run(zygote, folder(zygote, "uncapped"), ["print(6 * 7)"]) == ["42\n"]
@@ -515,7 +518,7 @@ def test_a_graded_submission_finds_nothing_of_the_one_before(
 def test_the_forked_nbgrader_runs_with_the_given_folder_environment_and_limits(
     tmp_path: Path,
 ) -> None:
-    """grader/forkserver.py: a forked nbgrader gets the arguments, folder and environment asked
+    """grader/warm/forkserver.py: a forked nbgrader gets the arguments, folder and environment asked
     for (nbgrader's --version, a config file in the folder that reads them) and the rlimits."""
     (tmp_path / "nbgrader_config.py").write_text(
         "import os, resource, nbformat.validator\n"
@@ -541,7 +544,8 @@ def test_warm_workers_that_cannot_start_leave_grading_cold(
 ) -> None:
     """A zygote that dies at its start (here: its code raises) is said, with what it wrote,
     and the run grades with kernels started afresh; nothing of the pool is left."""
-    from grader import autograde, warm
+    from grader.coordinator import autograde
+    from grader.warm import pool as warm
 
     monkeypatch.setattr(warm, "zygote_source", lambda: "raise SystemExit('no zygote here')")
     tmp = Path(tempfile.gettempdir())
@@ -558,7 +562,7 @@ def test_closing_the_pool_stops_every_zygote_and_no_worker_waits() -> None:
     """An interrupted run closes the pool while submissions hold zygotes or are taking one: each
     zygote stops, and a thread that took one as the pool closed gives up at once (it once
     waited two minutes for a socket that the closing pool had removed)."""
-    from grader.paths import CourseError
+    from grader.shared.paths import CourseError
 
     pool = WarmPool(1, {})
     pool.ready()
@@ -604,7 +608,7 @@ def test_a_submission_whose_zygote_ended_is_graded_again(
     no doing of its own, so the zygote's replacement grades it again, with every point. If that
     one is killed too, the submission is "not graded" and keeps the scores of its earlier
     grading; the next submission is graded either way."""
-    from grader import grading, nbgrader_run
+    from grader.coordinator import grading, nbgrader_run
 
     root = make_course_copy(tmp_path_factory.mktemp("ended") / "course")
     pipeline.release(root, ASSIGNMENT)

@@ -1,4 +1,4 @@
-"""Warm workers kept between runs (grader/warm_service.py, ``course workers start``).
+"""Warm workers kept between runs (grader/warm/service.py, ``course workers start``).
 
 The module's course keeps one set of workers (one worker). A first run grades a submission that
 leaves behind everything it can (tests/test_warm_isolation.py's leaves()), a second run, on the
@@ -25,7 +25,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import cli, demo, pipeline, verification, warm, warm_service
+from grader.coordinator import cli, demo, pipeline
+from grader.shared import verification
+from grader.warm import pool as warm
+from grader.warm import service as warm_service
 from tests.conftest import class_outcome, make_course_copy
 from tests.test_adversarial import ASSIGNMENT, MASK, NOTEBOOK, append_code
 from tests.test_warm_isolation import LOOKS, leaves, marked
@@ -137,7 +140,7 @@ def test_idle_workers_stop_and_stop_waits_for_the_run_using_them(tmp_path: Path)
 def fake_workers(tmp_path: Path) -> Iterator[Path]:
     """A course whose state names a live process that looks like kept workers."""
     process = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(60)", "grader.warm_service"]
+        [sys.executable, "-c", "import time; time.sleep(60)", "grader.warm.service"]
     )
     place = warm_service.folder(tmp_path)
     place.mkdir()

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import demo, pipeline, report
+from grader.coordinator import demo, pipeline
+from grader.shared import report
 from tests.conftest import REPO, make_course_copy
 
 COURSE = str(Path(sys.executable).parent / "course")

@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 
 from nbgrader.plugins import ExtractorPlugin
 
-from grader.paths import CourseError
+from grader.shared.paths import CourseError
 
 MAX_BYTES = 4 * 1024**3  # the most an LMS download may hold once extracted
 

@@ -32,9 +32,9 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import Gradebook
 
-from grader import gradebook
+from grader.coordinator import gradebook
 from grader.lms import LMS_NAMES, archive, names, roster, worksheet
-from grader.paths import CourseError, db_url, release_notebooks, require_assignment
+from grader.shared.paths import CourseError, db_url, release_notebooks, require_assignment
 
 RECORD = "lms.json"
 

@@ -33,8 +33,8 @@ from nbgrader.plugins import ExportPlugin
 from nbgrader.preprocessors import AssignLatePenalties
 from traitlets import Enum
 
-from grader.gradebook import sqlite_file
-from grader.paths import CourseError, db_url, load_config
+from grader.coordinator.gradebook import sqlite_file
+from grader.shared.paths import CourseError, db_url, load_config
 
 MISSING = ("skip", "blank", "zero")
 

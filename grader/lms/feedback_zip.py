@@ -18,7 +18,7 @@ import zipfile
 from pathlib import Path
 
 from grader.lms.collect import read_record
-from grader.paths import CourseError
+from grader.shared.paths import CourseError
 
 
 def pack(root: Path, assignment: str) -> tuple[Path, list[str], list[str]]:

@@ -38,7 +38,7 @@ from nbgrader.api import Gradebook
 from grader.lms import worksheet
 from grader.lms.collect import read_record
 from grader.lms.roster import squeeze
-from grader.paths import CourseError
+from grader.shared.paths import CourseError
 
 TITLE_AND_ID = re.compile(r"^(.*)\s\((\d+)\)$")  # Canvas's Assignment.title_and_id
 GRADE_HEADERS = {  # get_string('grade') in Moodle's language packs

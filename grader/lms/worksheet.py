@@ -35,7 +35,7 @@ from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from grader.paths import CourseError
+from grader.shared.paths import CourseError
 
 # get_string('lastmodifiedsubmission', 'assign'), per language pack
 SUBMITTED_HEADERS = {

@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 from playwright.sync_api import Locator, Page, expect
 
-from grader.paths import assignments
+from grader.shared.paths import assignments
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"  # git-ignored

@@ -16,8 +16,8 @@ from labui import screenshot
 from nbgrader.api import Gradebook
 from playwright.sync_api import Browser
 
-from grader.cli import main
-from grader.paths import db_url
+from grader.coordinator.cli import main
+from grader.shared.paths import db_url
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,8 @@ from labui import ASSIGNMENTS, LabServer, menu, screenshot
 from nbgrader.api import Gradebook
 from playwright.sync_api import Locator, Page, expect
 
-from grader import pipeline, report
+from grader.coordinator import pipeline
+from grader.shared import report
 from tests.conftest import pipeline_students
 from tests.test_plain_nbgrader import MASK, NOOP_CHECKS, set_code
 

@@ -1,0 +1,144 @@
+"""``course check NOTEBOOK``: run a notebook as the grader would and explain every failed test.
+
+nbgrader's ``validate`` prints the failing cells but always exits 0 and gives no points. This
+runs the notebook the same way (``NBGRADER_EXECUTION=validate``, so long cells are short),
+then reports each test cell: passed or failed, with the check's message (what was expected and
+what came), the points earned of the points available, and an exit code: 0 when every visible
+test passes, 1 when one fails. Hidden tests are not in a student's copy; they run at grading.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from nbformat import NotebookNode
+from nbgrader import utils
+from nbgrader.preprocessors import Execute
+
+from grader.shared.notebooks import read_notebook
+from grader.shared.paths import use_this_python
+
+NOT_IMPLEMENTED = "not implemented yet: replace `raise NotImplementedError()` with your code"
+
+
+@dataclass
+class CellReport:
+    """The outcome of one graded cell."""
+
+    grade_id: str
+    points: float
+    max_points: float
+    kind: str  # "test", "hidden" (no visible code) or "written"
+    message: str = ""
+    edited: bool = False
+
+
+# By the name nbgrader's configuration uses: the coordinator loads no plugin module itself.
+ISOLATED = "grader.nbgrader.kernels.IsolatedKernelManager"
+
+
+def error_message(cell: NotebookNode) -> str:
+    """The student-facing message of a failed test cell."""
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "error":
+            name, value = output.get("ename", ""), output.get("evalue", "")
+            if name == "NotImplementedError":
+                return NOT_IMPLEMENTED
+            if name in {"GradingError", "AssertionError"} and value:
+                return value
+            return f"{name}: {value}" if value else name
+        if output.get("output_type") == "stream" and output.get("name") == "stderr":
+            return (
+                "the cell wrote to stderr (a warning counts as a failure when graded): "
+                + "".join(output.get("text", "")).strip().splitlines()[0][:200]
+            )
+    return "failed"
+
+
+def edited(cell: NotebookNode) -> bool:
+    """True when a read-only cell's source no longer matches its checksum."""
+    if not utils.is_locked(cell) or "checksum" not in cell.metadata.nbgrader:
+        return False
+    return cell.metadata.nbgrader["checksum"] != utils.compute_checksum(cell)
+
+
+def execute(nb: NotebookNode, folder: Path, timeout: int = 120) -> NotebookNode:
+    """Run every cell as nbgrader's validate does (errors do not stop the run)."""
+    use_this_python()
+    with utils.setenv(NBGRADER_VALIDATING="1", NBGRADER_EXECUTION="validate"):
+        runner = Execute(timeout=timeout, kernel_manager_class=ISOLATED)
+        nb, _ = runner.preprocess(nb, {"metadata": {"path": str(folder)}})
+    return nb
+
+
+def has_code(source: str) -> bool:
+    """True unless every line is blank or a comment (a test cell whose tests are all hidden)."""
+    return any(line.strip() and not line.strip().startswith("#") for line in source.splitlines())
+
+
+def report(nb: NotebookNode) -> list[CellReport]:
+    """One :class:`CellReport` per graded cell of an executed notebook."""
+    reports = []
+    for cell in nb.cells:
+        if not utils.is_grade(cell):
+            continue
+        meta = cell.metadata.nbgrader
+        score, max_points = utils.determine_grade(cell)
+        if cell.cell_type == "markdown" or utils.is_solution(cell):
+            answered = score is None
+            note = "graded by hand" if answered else "no answer yet"
+            reports.append(CellReport(meta["grade_id"], 0.0, max_points, "written", note))
+            continue
+        if not has_code(cell.source):
+            reports.append(CellReport(meta["grade_id"], 0.0, max_points, "hidden"))
+            continue
+        message = "" if score == max_points else error_message(cell)
+        reports.append(
+            CellReport(meta["grade_id"], float(score), max_points, "test", message, edited(cell))
+        )
+    return reports
+
+
+def format_report(path: Path, reports: list[CellReport]) -> str:
+    """The text ``course check`` prints."""
+    lines = [f"Checked {path}"]
+    for r in reports:
+        if r.kind == "written":
+            lines.append(f"  [written] {r.grade_id} ({r.max_points:g} pt): {r.message}")
+            continue
+        if r.kind == "hidden":
+            lines.append(f"  [hidden] {r.grade_id} ({r.max_points:g} pt): runs when graded")
+            continue
+        mark = "PASS" if not r.message else "FAIL"
+        lines.append(f"  [{mark}] {r.grade_id}: {r.points:g}/{r.max_points:g}")
+        if r.message:
+            lines += ["      " + line for line in r.message.splitlines()]
+        if r.edited:
+            lines.append("      (this test cell was edited: grading uses the original)")
+    tests = [r for r in reports if r.kind == "test"]
+    written = [r for r in reports if r.kind == "written"]
+    earned = sum(r.points for r in tests)
+    available = sum(r.max_points for r in tests)
+    failed = sum(1 for r in tests if r.message)
+    lines.append(
+        f"Visible tests: {earned:g}/{available:g} points, {failed} failed of {len(tests)}."
+    )
+    if written:
+        pts = sum(r.max_points for r in written)
+        lines.append(f"Written answers: {len(written)} ({pts:g} points), graded by the instructor.")
+    hidden = [r for r in reports if r.kind == "hidden"]
+    if hidden:
+        pts = sum(r.max_points for r in hidden)
+        lines.append(
+            f"Hidden tests: {len(hidden)} cells ({pts:g} points), run when your work is graded."
+        )
+    return "\n".join(lines)
+
+
+def check(path: Path, timeout: int = 120) -> tuple[int, str]:
+    """Run and report ``path``; return (exit code, text). Exit 1 if a test cell fails."""
+    nb = read_notebook(path)
+    reports = report(execute(nb, path.parent.resolve(), timeout))
+    code = 1 if any(r.kind == "test" and r.message for r in reports) else 0
+    return code, format_report(path, reports)

@@ -1,0 +1,24 @@
+"""``course release``: the student notebooks generated from the instructor's.
+
+``nbgrader generate_assignment`` writes ``release/ASSIGNMENT`` from ``source/ASSIGNMENT`` and
+records the assignment in the gradebook; the first release of a changed notebook also records
+its reference run, which the time limits of grading come from (:mod:`grader.shared.reference_run`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from grader.coordinator.nbgrader_api import check_result, nbgrader_api
+from grader.shared import reference_run
+from grader.shared.paths import require_assignment
+
+
+def release(root: Path, assignment: str) -> Path:
+    """Generate ``release/ASSIGNMENT`` from ``source/ASSIGNMENT``; record it in the gradebook."""
+    require_assignment(root, assignment)
+    result = nbgrader_api(root).generate_assignment(assignment, force=True, create=True)
+    check_result(result, f"generating the release of '{assignment}'")
+    if reference_run.current(root, assignment) is None:
+        reference_run.record(root, assignment)  # the time limits of grading come from it
+    return root / "release" / assignment

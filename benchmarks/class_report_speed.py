@@ -5,13 +5,12 @@
 The class is generated, not graded (grading 500 submissions takes an hour on 2 cores): a course
 folder with A's release, a gradebook holding every student's points (nbgrader's own tables),
 ``grading_report.csv``, the records of grading (:mod:`grader.shared.records`: time, verdicts,
-mistake
-keys) and a submitted notebook per student. Each student's solution cells are drawn from the
-demo class's ways of writing each function (the reference and every demo student's code, so
-correct ones and typical mistakes), with the names the student chose renamed, comments and
-lines of their own added; some leave an exercise blank. :data:`PAIRS` pairs of students copied
-from each other (the same code of their own, renamed and commented differently). Then
-``course report a_masks`` runs in a process of its own, and the time it took is printed.
+mistake keys) and a submitted notebook per student. Each student's solution cells are drawn from the
+demo class's ways of writing each function (the reference and every demo student's code, so correct
+ones and typical mistakes), with the names the student chose renamed, comments and lines of their
+own added; some leave an exercise blank. :data:`PAIRS` pairs of students copied from each other (the
+same code of their own, renamed and commented differently). Then ``course report a_masks`` runs in a
+process of its own, and the time it took is printed.
 
 ``make_class`` is also the synthetic class of ``tests/test_class_report.py``.
 """

@@ -338,7 +338,7 @@ def main() -> None:
         bwrap = sandbox.sandbox_command([shutil.which("true") or "/bin/true"], tmp, tmp, [], [])
         print(f"  bwrap ... true:                        {probe_seconds(bwrap):5.2f} s")
         print(f"  kernel in the sandbox, first reply:    {kernel_start_seconds(root):5.2f} s")
-        imports = "import nbgrader.apps.nbgraderapp, grader.nbgrader.preprocessors"
+        imports = "import nbgrader.apps.nbgraderapp, grader.nbgrader.execute_keeping_points"
         plain = probe_seconds([sys.executable, "-c", imports])
         print(f"  python + nbgrader's imports (plain):   {plain:5.2f} s")
         fast = f"import sys; sys.modules['rfc3987_syntax'] = None; {imports}"

@@ -4,12 +4,12 @@ the honest ones keep, and what it cost the machine.
     python benchmarks/hostile_beside_honest.py fork_bomb [--cold] [--runs 3]
     python benchmarks/hostile_beside_honest.py flood     (3 GB printed in its solution cell)
 
-Each run releases A in a scratch copy of the course, builds the demo class, adds the hostile
-student ("hostile": the reference answers, then the payload in the mask's solution cell) and
-an honest one beside the reference, and grades the three at ``--jobs 2`` (warm workers unless
-``--cold``). It prints per run the wall-clock seconds, the most processes seen in one kernel's
-cgroup (run as root: grader/sandbox/cgroups.py), the load average at the end, and per student the
-report's status, points, seconds and the size of the graded notebook.
+Each run releases A in a scratch copy of the course, builds the demo class, adds the hostile student
+("hostile": the reference answers, then the payload in the mask's solution cell) and an honest one
+beside the reference, and grades the three at ``--jobs 2`` (warm workers unless ``--cold``). It
+prints per run the wall-clock seconds, the most processes seen in one kernel's cgroup (run as root:
+grader/sandbox/cgroups.py), the load average at the end, and per student the report's status,
+points, seconds and the size of the graded notebook.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 :mod:`course.testcells` calls :func:`capture` when it is imported (the first cell of every
 notebook imports it, before any student code runs), and every check then calls
 :func:`replaced`: if a student cell has swapped ``torch.allclose`` (say) for a function that
-always agrees, the check fails with a message that starts with :data:`MARKER`. The grader finds
-that marker in the graded notebook and flags it (``grader/shared/tampering.py``, the static half).
+always agrees, the check fails with a message that starts with :data:`MARKER`. The grader finds that
+marker in the graded notebook and flags it (``grader/shared/tampering.py``, the static half).
 """
 
 from __future__ import annotations

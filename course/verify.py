@@ -45,11 +45,10 @@ def observe(
 
     Item by item, the log ``PATH.log`` (plain text, read by the grader) says which item starts
     (``start NAME``) and which one raised (``error NAME``) or was interrupted (``interrupted
-    NAME``); it is removed once every item is observed. When an item kills the kernel
-    (``os._exit``, a crash, the memory limit, a loop that ignores the interrupt), the grader
-    reads the log, starts a fresh kernel and observes again with that item in ``failed``: one
-    item that kills the kernel costs that item only
-    (:class:`grader.nbgrader.preprocessors.ExecuteKeepingPoints`).
+    NAME``); it is removed once every item is observed. When an item kills the kernel (``os._exit``,
+    a crash, the memory limit, a loop that ignores the interrupt), the grader reads the log, starts
+    a fresh kernel and observes again with that item in ``failed``: one item that kills the kernel
+    costs that item only (:class:`grader.nbgrader.execute_keeping_points.ExecuteKeepingPoints`).
     """
     probe = importlib.import_module(f"course.{assignment}.probe")
     namespace = vars(sys.modules["__main__"]) if namespace is None else namespace

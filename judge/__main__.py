@@ -4,10 +4,10 @@ The lines' format is the verification contract's (:mod:`course.contract`): a req
 the assignment, the seed and the observations' path; the reply gives every test cell's verdict,
 or why the file was refused.
 
-``python -m judge --serve SOCKET`` (the kept warm workers, :mod:`grader.warm.service`) imports
-torch and every assignment's judge once, then forks a fresh judge for each connection on the Unix
-socket ``SOCKET``, which answers that connection's lines as the process above answers its stdin:
-what one grading run's judge read or did is gone with it, as with a process of its own.
+``python -m judge --serve SOCKET`` (the kept warm workers, :mod:`grader.warm.service`) imports torch
+and every assignment's judge once, then forks a fresh judge for each connection on the Unix socket
+``SOCKET``, which answers that connection's lines as the process above answers its stdin: what one
+grading run's judge read or did is gone with it, as with a process of its own.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """Run a demo student's test cells in this process: no nbgrader, no kernel, no subprocess.
 
 The student's notebooks are built by :func:`grader.coordinator.demo.build_class` itself, into a
-scratch
-folder that links to the repository's ``source/``, ``release/`` and ``demo/``. Then, as
-``nbgrader autograde`` does, every read-only and autograded cell is restored from ``source/``
-(so the hidden tests are back) while the student's solution cells are kept. The code cells run
-in notebook order, in one namespace dict per notebook (a fresh kernel each):
+scratch folder that links to the repository's ``source/``, ``release/`` and ``demo/``. Then, as
+``nbgrader autograde`` does, every read-only and autograded cell is restored from ``source/`` (so
+the hidden tests are back) while the student's solution cells are kept. The code cells run in
+notebook order, in one namespace dict per notebook (a fresh kernel each):
 
 - read-only cells (``setup``, given code) and solution cells always run;
 - a plain cell (no nbgrader metadata: experiments, plots, training) runs only when a cell that
@@ -181,12 +180,11 @@ def like_a_kernel():
 def run_cell(cell: Cell, namespace: dict, caught: list) -> Outcome:
     """Run one cell in ``namespace`` and score it as nbgrader scores a test cell.
 
-    The cell fails when it raises or writes to stderr; a kernel writes shown warnings (those
-    added to ``caught`` meanwhile) to stderr. The message is the one ``course check`` and the
-    feedback give (:func:`grader.coordinator.check.error_message`). Figures are closed afterwards.
-    (A
-    last expression, which nbgrader reads as partial credit, is not looked at: the course's test
-    cells end with ``passed(...)``.)
+    The cell fails when it raises or writes to stderr; a kernel writes shown warnings (those added
+    to ``caught`` meanwhile) to stderr. The message is the one ``course check`` and the feedback
+    give (:func:`grader.coordinator.check.error_message`). Figures are closed afterwards. (A last
+    expression, which nbgrader reads as partial credit, is not looked at: the course's test cells
+    end with ``passed(...)``.)
     """
     stderr, seen, outputs = io.StringIO(), len(caught), []
     try:

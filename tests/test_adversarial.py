@@ -6,8 +6,8 @@ no tampering submission earns a point; the gradebook survives an interrupted run
 
 The hostile kinds hide their code from the static scan (``exec`` of a hex string), so what stops
 them is the sandbox (:mod:`grader.nbgrader.kernels`) and the trusted judge
-(:mod:`grader.shared.verification`):
-each writes what it reached into ``reached.txt`` in its own folder, and the tests read it back.
+(:mod:`grader.shared.verification`): each writes what it reached into ``reached.txt`` in its own
+folder, and the tests read it back.
 """
 
 from __future__ import annotations
@@ -412,10 +412,10 @@ def test_broken_code_loses_only_its_points(adversarial_class: Path, student: str
 
 
 def test_a_flood_of_output_is_cut_and_a_failed_test_still_fails(adversarial_class: Path) -> None:
-    """Each cell keeps 1 MB of output (grader.nbgrader.preprocessors.ExecuteKeepingPoints.output):
-    the
-    graded notebooks stay small, the report says which cell was cut, and a test cell whose
-    flood came before its failure keeps its error (and earns nothing)."""
+    """Each cell keeps 1 MB of output
+    (grader.nbgrader.execute_keeping_points.ExecuteKeepingPoints.output): the graded notebooks stay
+    small, the report says which cell was cut, and a test cell whose flood came before its failure
+    keeps its error (and earns nothing)."""
     for student, cell in [
         ("huge_output", "mask_solution"),
         ("floods_when_called", "test_mask_visible"),
@@ -496,7 +496,7 @@ def test_the_runaway_guard_is_where_nbclient_calls_it() -> None:
 
     from nbclient import NotebookClient
 
-    from grader.nbgrader.preprocessors import ExecuteKeepingPoints
+    from grader.nbgrader.execute_keeping_points import ExecuteKeepingPoints
 
     assert "_async_handle_timeout" in inspect.getsource(NotebookClient._async_poll_for_reply)
     ours = inspect.signature(ExecuteKeepingPoints._async_handle_timeout).parameters
@@ -687,8 +687,7 @@ def test_a_fork_bomb_is_contained(tmp_path: Path, warm: bool) -> None:
     """A fork bomb, graded beside an honest submission as CI grades (root, whom the rlimit on
     processes spares): its kernel's cgroup stops it at the limit and keeps its share of the
     processors (grader/sandbox/cgroups.py): the honest submission, graded at the same time, keeps
-    every
-    point, and the bomb earns none."""
+    every point, and the bomb earns none."""
     root = make_course_copy(tmp_path / "course")
     pipeline.release(root, ASSIGNMENT)
     demo.build_class(root, ASSIGNMENT)

@@ -1,11 +1,11 @@
 """The fast tier of the demo class: each student's code fed straight into the test cells.
 
-The same expectations as ``test_demo_class.py`` (the set of test cells a student fails, and a
-word each failure message must contain), but with no nbgrader, no kernel and no subprocess:
-the notebooks are built by ``grader.coordinator.demo`` and their cells run in this process
+The same expectations as ``test_demo_class.py`` (the set of test cells a student fails, and a word
+each failure message must contain), but with no nbgrader, no kernel and no subprocess: the notebooks
+are built by ``grader.coordinator.demo`` and their cells run in this process
 (:mod:`tests.direct_run`), in grading mode. A typical mistake must be named by the checks that
-target it, every correct style accepted, the reference pass everything and the blank release
-fail every test cell because of its stubs alone.
+target it, every correct style accepted, the reference pass everything and the blank release fail
+every test cell because of its stubs alone.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """``course report``: the class at a glance (grader/coordinator/class_report.py,
-class_report_html.py,
-similarity.py, records.py) and the stable mistake keys it counts (course/testcells.py, the
-judge's reply).
+class_report_html.py, similarity.py, records.py) and the stable mistake keys it counts
+(course/testcells.py, the judge's reply).
 
 The fast tests use a generated class (``benchmarks/class_report_speed.py``: planted mistakes,
 blanks and copied pairs); the slow one reads the graded demo class of ``tests/conftest.py``,

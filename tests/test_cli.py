@@ -32,7 +32,8 @@ from grader.coordinator.cli import main
 from grader.coordinator.job import GradingJob
 from grader.coordinator.scratch import scratch_course
 from grader.coordinator.submission import fill, reference_code, solution_markers
-from grader.nbgrader.preprocessors import DIED, REMOVED, DropDuplicateCells
+from grader.nbgrader.drop_duplicate_cells import REMOVED, DropDuplicateCells
+from grader.nbgrader.execute_keeping_points import DIED
 from grader.sandbox import rlimits
 from grader.shared import tampering
 from grader.shared.limits import Limits, TimeLimits

@@ -43,8 +43,7 @@ ASSIGNMENT, NOTEBOOK, STUDENT = "a_masks", "masks_and_positions", "reference"
 VENV = Path(sys.prefix)  # this repository's environment: the course installed editable here
 ESCAPED = "escaped.txt"
 # A submission's own grader/sandbox/rlimits.py: outside the sandbox it would leave a file in the
-# course
-# folder (the kernel's cwd is autograded/reference/a_masks, three levels below it).
+# course folder (the kernel's cwd is autograded/reference/a_masks, three levels below it).
 FAKE_RLIMITS = f"""import pathlib
 pathlib.Path(__file__).resolve().parents[4].joinpath({ESCAPED!r}).write_text("outside")
 raise SystemExit(3)

@@ -1,8 +1,7 @@
 """The grading kernel's sandbox (bubblewrap): what code in a graded notebook can and cannot do.
 
 One notebook, run once by nbclient through :class:`grader.nbgrader.kernels.SandboxedKernelManager`,
-probes
-the sandbox from inside; each test reads one probe's output.
+probes the sandbox from inside; each test reads one probe's output.
 """
 
 from __future__ import annotations
@@ -97,8 +96,8 @@ def grader_key() -> None:
 def probed(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, list[dict]]]:
-    """The probes' outputs, from a kernel started in bubblewrap ("cold") and from one forked by
-    a warm worker's zygote ("warm", grader/warm/pool.py): the same sandbox either way."""
+    """The probes' outputs, from a kernel started in bubblewrap ("cold") and from one forked by a
+    warm worker's zygote ("warm", grader/warm/pool.py): the same sandbox either way."""
     grader_key()
     if request.param == "cold":
         yield probe(tmp_path_factory, tmp_path_factory.mktemp("work"), SandboxedKernelManager, {})

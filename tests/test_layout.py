@@ -171,8 +171,8 @@ MAY_IMPORT = {
 }
 # The nbgrader fork server becomes nbgrader's process: it loads nbgrader's entry point.
 ALSO = {("grader.warm.forkserver", "grader.nbgrader.main")}
-# Being taken apart (issue 59): the rule after a run moves to grader.shared; the warm kernel
-# manager to grader.nbgrader.
+# Being taken apart (issue 59): the rule after a run moves to grader.shared; the warm kernel manager
+# to grader.nbgrader.
 ALSO |= {
     ("grader.nbgrader.after_run", "grader.coordinator.grading"),
     ("grader.nbgrader.after_run", "grader.coordinator.scratch"),

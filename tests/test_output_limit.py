@@ -1,7 +1,7 @@
-"""A cell's output within its limit (grader.nbgrader.preprocessors.ExecuteKeepingPoints.output),
-message
-by message as nbclient hands them over, and a grading process's own output kept bounded
-(grader/shared/process_output.py); the graded class's floods are in test_adversarial.py."""
+"""A cell's output within its limit
+(grader.nbgrader.execute_keeping_points.ExecuteKeepingPoints.output), message by message as nbclient
+hands them over, and a grading process's own output kept bounded (grader/shared/process_output.py);
+the graded class's floods are in test_adversarial.py."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from nbclient import NotebookClient
 from nbformat import NotebookNode
 
-from grader.nbgrader.preprocessors import CUT, ExecuteKeepingPoints
+from grader.nbgrader.execute_keeping_points import CUT, ExecuteKeepingPoints
 from grader.shared import process_output
 
 

@@ -1,12 +1,11 @@
 """Plain nbgrader grades as `course autograde` does: the same class, graded both ways.
 
 An instructor who knows nbgrader types `nbgrader autograde` and `nbgrader generate_feedback`
-(formgrader's buttons call the same converters, tests/e2e/test_instructor.py clicks them). With
-the course's nbgrader_config.py the kernel runs in the sandbox under the limits, the judge and
-the tampering scan settle the points and the report gets its lines (grader/nbgrader/after_run.py),
-and
-feedback hides the hidden tests. Two copies of one class of A: one graded by `course autograde`,
-one by plain `nbgrader autograde`; every score, flag and report status must agree.
+(formgrader's buttons call the same converters, tests/e2e/test_instructor.py clicks them). With the
+course's nbgrader_config.py the kernel runs in the sandbox under the limits, the judge and the
+tampering scan settle the points and the report gets its lines (grader/nbgrader/after_run.py), and
+feedback hides the hidden tests. Two copies of one class of A: one graded by `course autograde`, one
+by plain `nbgrader autograde`; every score, flag and report status must agree.
 
 One student of the class plants symbolic links in its folder while its kernel runs (to the
 course's gradebook, a source notebook, a file outside the course, and a name that does not

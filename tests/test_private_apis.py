@@ -1,11 +1,10 @@
 """The private code of jupyter_client, nbclient, nbconvert and nbgrader that the grader relies on.
 
 The grader's kernel managers and clients (grader/nbgrader/kernels.py, grader/warm/pool.py) and its
-executor
-(grader/nbgrader/preprocessors.py) override private methods of these libraries and call others;
-their
-versions are pinned in constraints.txt. Each such method is pinned here by its signature and a
-hash of its source, so that a new version is taken only after someone has read what changed.
+executor (grader/nbgrader/execute_keeping_points.py) override private methods of these libraries and
+call others; their versions are pinned in constraints.txt. Each such method is pinned here by its
+signature and a hash of its source, so that a new version is taken only after someone has read what
+changed.
 
 When a test below fails after a version change: read the new upstream code of the method it
 names, check the grader's override or call (the file it names) against it and fix that if
@@ -99,18 +98,19 @@ PINNED: dict[str, tuple[str, str, str]] = {
     "nbclient.client:NotebookClient._async_handle_timeout": (
         "(self, timeout: 'int', cell: 'NotebookNode | None' = None) -> 'None | dict[str, t.Any]'",
         "27d6db41082b053f",
-        "overridden by grader/nbgrader/preprocessors.py ExecuteKeepingPoints",
+        "overridden by grader/nbgrader/execute_keeping_points.py ExecuteKeepingPoints",
     ),
     "nbconvert.preprocessors.execute:ExecutePreprocessor._check_assign_resources": (
         "(self, resources)",
         "63d0e47180730b5f",
-        "called by grader/nbgrader/preprocessors.py ExecuteKeepingPoints.preprocess",
+        "called by grader/nbgrader/execute_keeping_points.py ExecuteKeepingPoints.preprocess",
     ),
     "nbconvert.preprocessors.execute:ExecutePreprocessor.preprocess": (
         "(self, nb: 'NotebookNode', resources: 't.Any' = None, km: 'KernelManager | None' = "
         "None) -> 'tuple[NotebookNode, dict[str, t.Any]]'",
         "58beeaafc496ae5f",
-        "re-implemented by grader/nbgrader/preprocessors.py ExecuteKeepingPoints.preprocess",
+        "re-implemented by grader/nbgrader/execute_keeping_points.py "
+        "ExecuteKeepingPoints.preprocess",
     ),
     "nbgrader.preprocessors.clearhiddentests:ClearHiddenTests._remove_hidden_test_region": (
         "(self, cell: nbformat.notebooknode.NotebookNode) -> bool",

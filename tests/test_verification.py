@@ -16,13 +16,13 @@ import torch
 
 from course import verify
 from course.contract import LOG_SUFFIX as LOG
+from grader.nbgrader.execute_keeping_points import ExecuteKeepingPoints
 from grader.nbgrader.observation import (
     INTERRUPTED_ITEM,
     KILLED_ITEM,
     KernelObservation,
     read_log_file,
 )
-from grader.nbgrader.preprocessors import ExecuteKeepingPoints
 from grader.shared.verification import Judge, Verification, disagreements
 from judge import core
 
@@ -140,10 +140,10 @@ def test_the_grader_reads_which_item_killed_the_kernel(tmp_path: Path) -> None:
     assert read_log_file(log) == ["start ok_item"]
 
 
-# What ExecuteKeepingPoints (grader/nbgrader/preprocessors.py) takes from nbconvert and nbclient
-# beyond
-# their public API: it re-implements ExecutePreprocessor.preprocess and overrides nbclient's
-# _async_handle_timeout. When either changes, re-read ours against the new code, then update.
+# What ExecuteKeepingPoints (grader/nbgrader/execute_keeping_points.py) takes from nbconvert and
+# nbclient beyond their public API: it re-implements ExecutePreprocessor.preprocess and overrides
+# nbclient's _async_handle_timeout. When either changes, re-read ours against the new code, then
+# update.
 PREPROCESS_SHA256 = "58beeaafc496ae5ff502acdabd85296d9a7302176317d904b6c61b9a1e109f72"
 
 
@@ -157,7 +157,7 @@ def test_what_we_copied_from_nbconvert_and_nbclient_has_not_changed() -> None:
     source = inspect.getsource(ExecutePreprocessor.preprocess)
     assert hashlib.sha256(source.encode()).hexdigest() == PREPROCESS_SHA256, (
         "nbconvert's ExecutePreprocessor.preprocess changed: re-read "
-        "ExecuteKeepingPoints.preprocess (grader/nbgrader/preprocessors.py) against it"
+        "ExecuteKeepingPoints.preprocess (grader/nbgrader/execute_keeping_points.py) against it"
     )
     ours = inspect.signature(ExecuteKeepingPoints._async_handle_timeout).parameters
     theirs = inspect.signature(NotebookClient._async_handle_timeout).parameters

@@ -416,8 +416,7 @@ def test_each_kernel_runs_in_cgroups_of_its_own(
 ) -> None:
     """Run by root, a kernel, cold or warm, is in a cgroup of its own in each hierarchy with the
     pids or cpu controller (grader/sandbox/cgroups.py), its processes capped; they go with it. (A
-    warm
-    kernel once made a second set, a cold kernel's, that it never joined.)"""
+    warm kernel once made a second set, a cold kernel's, that it never joined.)"""
     assert os.geteuid() != 0 or set(cgroups.parents()) == {"pids", "cpu"}, cgroups.parents()
     made: list[list[str]] = []
     kernel_groups = cgroups.kernel_groups

@@ -1,13 +1,12 @@
 """``course autograde``: every submission of an assignment, N at a time or on a Dask cluster.
 
 Each student is graded by :func:`grader.coordinator.grading.grade_one` (its own ``nbgrader
-autograde``
-process, in a scratch course with a private copy of the gradebook, within the limits); the
-scores are copied into the course gradebook as soon as the student is done, one student at a
+autograde`` process, in a scratch course with a private copy of the gradebook, within the limits);
+the scores are copied into the course gradebook as soon as the student is done, one student at a
 time (:func:`grader.coordinator.grading.merge`), so parallel grading gives exactly the scores of a
-sequential run, and an interrupted run keeps every student merged so far. With a database
-server for a gradebook, or on a cluster, each private copy starts from an sqlite snapshot of
-the one assignment (:func:`grader.coordinator.gradebook.snapshot`).
+sequential run, and an interrupted run keeps every student merged so far. With a database server for
+a gradebook, or on a cluster, each private copy starts from an sqlite snapshot of the one assignment
+(:func:`grader.coordinator.gradebook.snapshot`).
 """
 
 from __future__ import annotations
@@ -55,18 +54,17 @@ def autograde(
     """Autograde every submission of ``assignment`` (or the given students), ``jobs`` at a time.
 
     The notebook's kernel runs in a bubblewrap sandbox (:mod:`grader.sandbox.bubblewrap`). Without
-    bubblewrap grading refuses to start, unless ``unsafe_no_sandbox``: then every notebook's
-    report line says it was graded without the sandbox. The scores are checked for tampering
-    and against the trusted judge, then merged into the course gradebook as each student
-    finishes; a failed submission keeps its earlier scores. The report lines go to
-    ``grading_report.csv``. Returns one :class:`Graded` per student.
+    bubblewrap grading refuses to start, unless ``unsafe_no_sandbox``: then every notebook's report
+    line says it was graded without the sandbox. The scores are checked for tampering and against
+    the trusted judge, then merged into the course gradebook as each student finishes; a failed
+    submission keeps its earlier scores. The report lines go to ``grading_report.csv``. Returns one
+    :class:`Graded` per student.
 
-    With ``cluster`` (a Dask scheduler's address, or ``local:N``) the submissions are graded
-    on Dask workers instead, in the same sandbox, and merged here
-    (:mod:`grader.coordinator.cluster`).
-    ``warm`` (the default): the workers' kernels are forked from a preloaded zygote in the
-    sandbox (:mod:`grader.warm.pool`); not ``warm`` (``--cold``), without the sandbox, or on a
-    cluster, each kernel starts afresh.
+    With ``cluster`` (a Dask scheduler's address, or ``local:N``) the submissions are graded on Dask
+    workers instead, in the same sandbox, and merged here (:mod:`grader.coordinator.cluster`).
+    ``warm`` (the default): the workers' kernels are forked from a preloaded zygote in the sandbox
+    (:mod:`grader.warm.pool`); not ``warm`` (``--cold``), without the sandbox, or on a cluster, each
+    kernel starts afresh.
     """
     if cluster is None:
         each = (lambda _assignment, graded: progress(graded)) if progress else None
@@ -95,14 +93,13 @@ def autograde_classes(
 ) -> dict[str, list[Graded]]:
     """Autograde several assignments on this machine in one pool of ``jobs`` workers.
 
-    ``classes`` maps each assignment to its students (None: every submission). The submissions
-    are queued in that order and no assignment waits for the last student of the one before
-    (`course demo` grades five students of each; by assignments, one worker of two idled at
-    the end of each). ``progress(assignment, graded)`` is called as each student is merged and
-    ``finished(assignment)`` when an assignment's last student is (`course demo` writes its
-    feedback then, while the workers go on). With ``warm`` (and the sandbox), one zygote forks
-    the kernels of every worker (:mod:`grader.warm.pool`). Returns the :class:`Graded` of each
-    assignment.
+    ``classes`` maps each assignment to its students (None: every submission). The submissions are
+    queued in that order and no assignment waits for the last student of the one before (`course
+    demo` grades five students of each; by assignments, one worker of two idled at the end of each).
+    ``progress(assignment, graded)`` is called as each student is merged and
+    ``finished(assignment)`` when an assignment's last student is (`course demo` writes its feedback
+    then, while the workers go on). With ``warm`` (and the sandbox), one zygote forks the kernels of
+    every worker (:mod:`grader.warm.pool`). Returns the :class:`Graded` of each assignment.
     """
     warm = warm and not unsafe_no_sandbox  # a zygote forks kernels into the sandbox only
     url = db_url(root)
@@ -143,9 +140,9 @@ def _kept_workers(root: Path, jobs: int) -> KeptWorkers | None:
 def _pool(
     warm: bool, jobs: int, kept: KeptWorkers | None = None
 ) -> Iterator[WarmPool | KeptWorkers | None]:
-    """The warm zygote of ``jobs`` workers (``warm``): the kept ones if given, else the run's
-    own, stopped when grading ends; else None (also when it cannot start here: grading then
-    goes on cold, and says so)."""
+    """The warm zygote of ``jobs`` workers (``warm``): the kept ones if given, else the run's own,
+    stopped when grading ends; else None (also when it cannot start here: grading then goes on cold,
+    and says so)."""
     if kept is not None:
         yield kept
         return
@@ -168,8 +165,8 @@ def _pool(
 
 
 def _prepare(unsafe_no_sandbox: bool) -> None:
-    """Refuse to grade without the sandbox (unless told); run nbgrader with this Python; a new
-    run may start nbgrader processes (after an interrupted one too)."""
+    """Refuse to grade without the sandbox (unless told); run nbgrader with this Python; a new run
+    may start nbgrader processes (after an interrupted one too)."""
     nbgrader_run.allow_runs()
     sandbox.check_installed()  # its processes import the grader from the installation
     if not unsafe_no_sandbox:
@@ -187,9 +184,8 @@ def _job(
     main_db: Path | None,
 ) -> GradingJob:
     """How ``assignment`` is graded in this run. Without an sqlite gradebook to start from
-    (``main_db`` None: a database server, or a cluster), each private copy starts from a
-    snapshot of the one assignment, written into ``folder``
-    (:func:`grader.coordinator.gradebook.snapshot`).
+    (``main_db`` None: a database server, or a cluster), each private copy starts from a snapshot of
+    the one assignment, written into ``folder`` (:func:`grader.coordinator.gradebook.snapshot`).
     """
     if main_db is None:
         main_db = gradebook.snapshot(url, assignment, folder / f"{assignment}.db")
@@ -198,8 +194,8 @@ def _job(
 
 
 def _check(root: Path, assignment: str, url: str) -> Path | None:
-    """Fail unless the assignment is released into a gradebook; return its sqlite file (None:
-    a database server)."""
+    """Fail unless the assignment is released into a gradebook; return its sqlite file (None: a
+    database server)."""
     require_assignment(root, assignment)
     main_db = gradebook.sqlite_file(url)
     if main_db is not None and not main_db.exists():
@@ -230,8 +226,8 @@ def grade_here(
     progress: Callable[[str, Graded], None] | None = None,
     finished: Callable[[str], None] | None = None,
 ) -> dict[str, list[Graded]]:
-    """Grade the ``students`` of each assignment on this machine, ``jobs`` at a time (with the
-    jobs' judge); merge each into ``url`` as it is done."""
+    """Grade the ``students`` of each assignment on this machine, ``jobs`` at a time (with the jobs'
+    judge); merge each into ``url`` as it is done."""
     results: dict[str, list[Graded]] = {a: [] for a in job_of}
     # Warm, a worker's slot is the unit of work: one thread more than workers, so that one
     # submission's trusted judge runs while the next kernel starts

@@ -1,10 +1,10 @@
 """``course check NOTEBOOK``: run a notebook as the grader would and explain every failed test.
 
-nbgrader's ``validate`` prints the failing cells but always exits 0 and gives no points. This
-runs the notebook the same way (``NBGRADER_EXECUTION=validate``, so long cells are short),
-then reports each test cell: passed or failed, with the check's message (what was expected and
-what came), the points earned of the points available, and an exit code: 0 when every visible
-test passes, 1 when one fails. Hidden tests are not in a student's copy; they run at grading.
+nbgrader's ``validate`` prints the failing cells but always exits 0 and gives no points. This runs
+the notebook the same way (``NBGRADER_EXECUTION=validate``, so long cells are short), then reports
+each test cell: passed or failed, with the check's message (what was expected and what came), the
+points earned of the points available, and an exit code: 0 when every visible test passes, 1 when
+one fails. Hidden tests are not in a student's copy; they run at grading.
 """
 
 from __future__ import annotations

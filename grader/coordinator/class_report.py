@@ -1,10 +1,10 @@
 """``course report ASSIGNMENT``: the class at a glance, gathered from what grading kept.
 
 What it reads (and never the text of an output): the gradebook (every cell's points, the written
-answers graded by hand so far), ``grading_report.csv`` (flagged, timed out, over quota, not
-graded, with the reason), the records of grading (:mod:`grader.shared.records`: each submission's
-time, and the trusted judge's verdict and mistake key of every test cell), the release and the
-submitted notebooks (which solution cells were left as given; the solution code compared by
+answers graded by hand so far), ``grading_report.csv`` (flagged, timed out, over quota, not graded,
+with the reason), the records of grading (:mod:`grader.shared.records`: each submission's time, and
+the trusted judge's verdict and mistake key of every test cell), the release and the submitted
+notebooks (which solution cells were left as given; the solution code compared by
 :mod:`grader.coordinator.similarity`). :mod:`grader.coordinator.class_report_html` writes the page.
 
 An *exercise* is a group of autograded test cells ``test_X_visible`` / ``test_X_hidden`` (the
@@ -197,8 +197,8 @@ def _solutions(
     released: dict[str, list[dict]],
     exercises: list[Exercise],
 ) -> tuple[dict[str, list[str]], dict[str, set[str]]]:
-    """Each student's solution code (the stubs' lines left out) and, by exercise, who left
-    every one of its solution cells as given."""
+    """Each student's solution code (the stubs' lines left out) and, by exercise, who left every one
+    of its solution cells as given."""
     stubs = {
         (name, c["id"]): _lines(c["source"])
         for name, cells in released.items()
@@ -219,8 +219,8 @@ def _solutions(
 def solution_code(
     root: Path, assignment: str, student: str, stubs: dict[tuple[str, str], set[str]]
 ) -> tuple[list[str], set[tuple[str, str]]]:
-    """The lines a student wrote in the solution cells (each cell headed by a comment naming
-    it; the lines of the release's stub left out), and the cells where they wrote any."""
+    """The lines a student wrote in the solution cells (each cell headed by a comment naming it; the
+    lines of the release's stub left out), and the cells where they wrote any."""
     lines: list[str] = []
     written = set()
     for name in sorted({n for n, _ in stubs}):
@@ -259,8 +259,8 @@ def _lines(source: str) -> set[str]:
 
 
 def is_generic(key: str) -> bool:
-    """Whether a mistake key is a failure that no check of the course named (a generic check
-    of :mod:`course.testcells` without a hint, an error raised, a plain assertion)."""
+    """Whether a mistake key is a failure that no check of the course named (a generic check of
+    :mod:`course.testcells` without a hint, an error raised, a plain assertion)."""
     return key in NOT_NAMED or key.startswith(("generic:", f"{contract.RAISED}:"))
 
 
@@ -270,9 +270,9 @@ def exercise_of_cells(exercises: list[Exercise]) -> dict[tuple[str, str], str]:
 
 
 def rank_mistakes(exercises: list[Exercise], kept: dict[str, dict]) -> dict[str, list[Mistake]]:
-    """By exercise, the mistakes recorded by the judge, the most frequent first (the ones a
-    check of the course named before those it did not). The message kept is a visible cell's,
-    as the student saw it, when one recorded it."""
+    """By exercise, the mistakes recorded by the judge, the most frequent first (the ones a check of
+    the course named before those it did not). The message kept is a visible cell's, as the student
+    saw it, when one recorded it."""
     where = exercise_of_cells(exercises)
     visible = {(e.notebook, c) for e in exercises for c in e.visible}
     found: dict[str, dict[str, Mistake]] = defaultdict(dict)

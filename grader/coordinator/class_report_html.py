@@ -1,5 +1,5 @@
-"""The class report's page: one self-contained HTML file (figures embedded as PNG, no script,
-no server), links to the students' feedback relative to the page. The data:
+"""The class report's page: one self-contained HTML file (figures embedded as PNG, no script, no
+server), links to the students' feedback relative to the page. The data:
 :mod:`grader.coordinator.class_report`.
 """
 
@@ -33,8 +33,7 @@ overflow-x:auto;background:#fafafa;padding:.4em} .shared{background:#fde9a8;disp
 
 def write(root: Path, assignment: str, out: Path, threshold: float) -> Path:
     """Gather ``assignment``'s class (:func:`grader.coordinator.class_report.gather`) and write its
-    page
-    at ``out``."""
+    page at ``out``."""
     data = gather(root, assignment, threshold)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page(data, out), encoding="utf-8")

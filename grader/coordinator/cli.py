@@ -1,21 +1,20 @@
 """The ``course`` command: nbgrader's pipeline for this course, one sub-command per job.
 
-course release [ASSIGNMENT]              source/ -> release/ (all assignments by default)
-course autograde ASSIGNMENT [--jobs N]   grade submitted/*/ASSIGNMENT, N students at a time
-   [--scheduler ADDRESS | --cluster local:N]   ... or on a Dask cluster, one task per student
-course collect ASSIGNMENT ZIP --lms canvas|moodle   an LMS download into submitted/
-course feedback ASSIGNMENT [--zip]       feedback HTML without hidden tests (--zip: for the LMS)
-course grades [--csv PATH]               grade table (student x notebook) and CSV
-course grades --lms canvas|moodle [--out FILE]   the grades as the LMS imports them
-   [--gradebook EXPORT.csv] [--assignment NAME] [--missing skip|blank|zero]   ... filled into
+course release [ASSIGNMENT] source/ -> release/ (all assignments by default) course autograde
+ASSIGNMENT [--jobs N] grade submitted/*/ASSIGNMENT, N students at a time
+   [--scheduler ADDRESS | --cluster local:N] ... or on a Dask cluster, one task per student
+course collect ASSIGNMENT ZIP --lms canvas|moodle an LMS download into submitted/ course feedback
+ASSIGNMENT [--zip] feedback HTML without hidden tests (--zip: for the LMS) course grades [--csv
+PATH] grade table (student x notebook) and CSV course grades --lms canvas|moodle [--out FILE] the
+grades as the LMS imports them
+   [--gradebook EXPORT.csv] [--assignment NAME] [--missing skip|blank|zero] ... filled into
                                          the LMS's own gradebook export
-course report ASSIGNMENT [--out FILE]    the class at a glance: one HTML page (docs/grading.md)
-course demo [ASSIGNMENT...] [--jobs N] [--all]   release, the demo class (representative;
+course report ASSIGNMENT [--out FILE] the class at a glance: one HTML page (docs/grading.md) course
+demo [ASSIGNMENT...] [--jobs N] [--all] release, the demo class (representative;
                                          --all: every demo student), autograde, feedback, grades
-course workers start|stop|status [--jobs N] [--idle MINUTES]   warm workers kept between runs
-course check NOTEBOOK                    run a notebook's tests and explain each failure
-course lab [-- JUPYTER_OPTION...]        JupyterLab on the course folder, with formgrader
-course submission build RELEASE_NB DESCRIPTION OUT
+course workers start|stop|status [--jobs N] [--idle MINUTES] warm workers kept between runs course
+check NOTEBOOK run a notebook's tests and explain each failure course lab [-- JUPYTER_OPTION...]
+JupyterLab on the course folder, with formgrader course submission build RELEASE_NB DESCRIPTION OUT
 """
 
 from __future__ import annotations
@@ -196,9 +195,8 @@ def run(args: argparse.Namespace) -> int:
     """Carry out one parsed command; return its exit code (the table COMMANDS names each one)."""
     if args.command == "lab":  # before nbgrader is loaded: this process becomes JupyterLab
         _lab(args)
-    # The sub-commands load nbgrader (several seconds on a busy machine): imported by each
-    # command's function, once it is chosen, so `course --help` and a mistyped command answer
-    # at once.
+    # The sub-commands load nbgrader (several seconds on a busy machine): imported by each command's
+    # function, once it is chosen, so `course --help` and a mistyped command answer at once.
     from grader.shared.slow_imports import skip_slow_imports
 
     skip_slow_imports()  # a second of CPU less to load nbgrader (grader/nbgrader/main.py)

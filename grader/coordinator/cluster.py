@@ -2,18 +2,16 @@
 
 ``course autograde ASSIGNMENT --scheduler tcp://HOST:8786`` (or ``--cluster local:N`` for a
 :class:`distributed.LocalCluster` of N one-thread workers on this machine) sends each submission
-to a Dask worker as one task. The task carries everything the worker needs and nothing more:
-the submission's files, the assignment's source notebooks (for the tampering scan), the course
+to a Dask worker as one task. The task carries everything the worker needs and nothing more: the
+submission's files, the assignment's source notebooks (for the tampering scan), the course
 configuration, the limits, and the sqlite snapshot of the one assignment in the gradebook
 (:mod:`grader.coordinator.gradebook`). The worker grades it exactly as local grading does (a scratch
-course,
-``nbgrader autograde`` within the limits, the kernel in bubblewrap, the trusted judge;
+course, ``nbgrader autograde`` within the limits, the kernel in bubblewrap, the trusted judge;
 :func:`grader.coordinator.grading.grade_one`) and returns the autograded notebooks, its private
-gradebook and the report lines. The coordinator merges each result as it arrives, one at a
-time (:func:`grade_class`, :func:`grader.coordinator.grading.merge`), so workers never hold the
-gradebook's
-credentials and an interrupted run keeps every submission merged so far. A worker that dies
-mid-task loses nothing: the scheduler runs the task again on another worker.
+gradebook and the report lines. The coordinator merges each result as it arrives, one at a time
+(:func:`grade_class`, :func:`grader.coordinator.grading.merge`), so workers never hold the
+gradebook's credentials and an interrupted run keeps every submission merged so far. A worker that
+dies mid-task loses nothing: the scheduler runs the task again on another worker.
 
 Every worker must run the same course code as the coordinator: :func:`fingerprint` hashes the
 course's Python packages, and the coordinator refuses a cluster with a worker whose fingerprint
@@ -46,8 +44,8 @@ PACKAGES = ("course", "grader", "judge")  # the code a worker runs; hashed by fi
 
 
 def fingerprint() -> str:
-    """The course's version and a hash of its Python code: equal on every machine only when
-    the same course is installed."""
+    """The course's version and a hash of its Python code: equal on every machine only when the same
+    course is installed."""
     digest = hashlib.sha256()
     for package in PACKAGES:
         folder = Path(find_spec(package).origin).parent  # found, not imported
@@ -98,8 +96,8 @@ def _judge() -> verification.Judge:
 
 
 def worker_state() -> dict[str, str]:
-    """What the coordinator checks on every worker before grading: the course's fingerprint
-    and whether bubblewrap can sandbox a kernel there (empty, or why not)."""
+    """What the coordinator checks on every worker before grading: the course's fingerprint and
+    whether bubblewrap can sandbox a kernel there (empty, or why not)."""
     try:
         sandbox.check_sandbox()
         problem = ""
@@ -141,8 +139,8 @@ def _course_of(folder: Path, task: Task) -> Path:
 
 
 def _threads_here() -> int:
-    # distributed is imported where a cluster is used: it takes about a second to import, and
-    # local grading (`course autograde --jobs N`) never needs it.
+    # distributed is imported where a cluster is used: it takes about a second to import, and local
+    # grading (`course autograde --jobs N`) never needs it.
     from distributed import get_worker
 
     return max(1, (os.cpu_count() or 1) // get_worker().state.nthreads)
@@ -214,8 +212,8 @@ def connect(spec: str, timeout: str = "20s") -> tuple[object, object | None]:
 
 
 def check_workers(client: object, expected: str, sandboxed: bool, wait_seconds: int = 60) -> int:
-    """Refuse a cluster whose workers run other course code or cannot sandbox; return the
-    number of workers."""
+    """Refuse a cluster whose workers run other course code or cannot sandbox; return the number of
+    workers."""
     try:
         client.wait_for_workers(1, timeout=wait_seconds)
     except TimeoutError:
@@ -245,9 +243,9 @@ def grade_on_cluster(
     merged: Callable[[TaskResult], None],
     failed: Callable[[Task, str], None],
 ) -> None:
-    """Send every task to the cluster named by ``spec``; ``merged`` is called with each result
-    as it arrives, ``failed`` with each task that raised. Interrupted: the tasks not yet merged
-    are cancelled (a LocalCluster's grading processes are stopped); the merged ones stay."""
+    """Send every task to the cluster named by ``spec``; ``merged`` is called with each result as it
+    arrives, ``failed`` with each task that raised. Interrupted: the tasks not yet merged are
+    cancelled (a LocalCluster's grading processes are stopped); the merged ones stay."""
     from distributed import as_completed  # imported here: see _threads_here
 
     client, cluster = connect(spec)

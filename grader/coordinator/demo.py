@@ -1,11 +1,9 @@
 """The demo class: a reference student, a blank one, and students with typical mistakes.
 
 ``demo/ASSIGNMENT/NAME.yaml`` describes one student (see :mod:`grader.coordinator.submission`); the
-file
-name is the student id. A described student starts from the reference solutions, so a mistake
-costs only the points of the tests that target it. Two students need no file: ``reference``
-(the solutions of ``source/``)
-and ``blank`` (the release notebooks untouched).
+file name is the student id. A described student starts from the reference solutions, so a mistake
+costs only the points of the tests that target it. Two students need no file: ``reference`` (the
+solutions of ``source/``) and ``blank`` (the release notebooks untouched).
 """
 
 from __future__ import annotations
@@ -42,12 +40,12 @@ def descriptions(root: Path, assignment: str) -> dict[str, dict]:
 def representative(
     root: Path, assignment: str, students: list[str] | None = None, mistakes: int = MISTAKES
 ) -> list[str]:
-    """The representative demo class of ``assignment``: the reference, the blank release, one
-    other correct style and ``mistakes`` named mistakes (``course demo`` grades these; ``course
-    demo --all`` every demo student).
+    """The representative demo class of ``assignment``: the reference, the blank release, one other
+    correct style and ``mistakes`` named mistakes (``course demo`` grades these; ``course demo
+    --all`` every demo student).
 
-    The mistakes are taken in name order, each one only when it fails a test cell that none
-    taken before it fails, so that the few shown target different exercises.
+    The mistakes are taken in name order, each one only when it fails a test cell that none taken
+    before it fails, so that the few shown target different exercises.
     """
     described = descriptions(root, assignment)
     students = sorted(described) if students is None else sorted(students)
@@ -107,16 +105,15 @@ def run(
 ) -> Path:
     """Release, build the demo class, autograde in parallel, write feedback and the grade table.
 
-    Every assignment is released and its class built first; then all the submissions are
-    graded in one pool of ``jobs`` workers, and each assignment's feedback is written as soon
-    as its last student is graded. ``choose(assignment, students)`` picks the students to
-    grade (default: all of them; ``course demo`` passes :func:`representative` unless
-    ``--all``). ``warm`` (the default; ``--cold`` not): kernels and nbgrader forked from warm
-    workers (:mod:`grader.warm.pool`).
+    Every assignment is released and its class built first; then all the submissions are graded in
+    one pool of ``jobs`` workers, and each assignment's feedback is written as soon as its last
+    student is graded. ``choose(assignment, students)`` picks the students to grade (default: all of
+    them; ``course demo`` passes :func:`representative` unless ``--all``). ``warm`` (the default;
+    ``--cold`` not): kernels and nbgrader forked from warm workers (:mod:`grader.warm.pool`).
 
-    The demo class is the course's own notebooks: where no sandbox can start (no bubblewrap,
-    as on macOS), it is graded without one, and ``say`` tells so in one line. ``course
-    autograde`` of a real class refuses instead, unless given ``--unsafe-no-sandbox``.
+    The demo class is the course's own notebooks: where no sandbox can start (no bubblewrap, as on
+    macOS), it is graded without one, and ``say`` tells so in one line. ``course autograde`` of a
+    real class refuses instead, unless given ``--unsafe-no-sandbox``.
     """
     why = "" if unsafe_no_sandbox else no_sandbox_here()
     if why:

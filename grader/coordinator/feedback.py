@@ -1,13 +1,13 @@
 """``course feedback``: nbgrader's feedback without the hidden tests.
 
 The course's nbgrader_config.py puts :class:`HideHiddenTests` first in
-``c.GenerateFeedback.preprocessors``, so formgrader's button and ``nbgrader generate_feedback``
-hide them too; ``course feedback`` refuses to run with a configuration that does not.
+``c.GenerateFeedback.preprocessors``, so formgrader's button and ``nbgrader generate_feedback`` hide
+them too; ``course feedback`` refuses to run with a configuration that does not.
 
 nbgrader's feedback shows every test cell as it was graded, hidden tests included, and a failed
 hidden test shows its code again in the traceback. :class:`HideHiddenTests` removes the hidden
-region from each cell and reduces the traceback of a cell that had one to its last line (the
-error's name and message, which our checks write for the student).
+region from each cell and reduces the traceback of a cell that had one to its last line (the error's
+name and message, which our checks write for the student).
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ HIDING = "grader.coordinator.feedback.HideHiddenTests"
 
 
 def hides_hidden_tests(root: Path) -> bool:
-    """Whether the course's configuration puts :class:`HideHiddenTests` first in nbgrader's
-    feedback (``c.GenerateFeedback.preprocessors`` in nbgrader_config.py), so that every way
-    of making feedback (this command, ``nbgrader generate_feedback``, formgrader) hides them."""
+    """Whether the course's configuration puts :class:`HideHiddenTests` first in nbgrader's feedback
+    (``c.GenerateFeedback.preprocessors`` in nbgrader_config.py), so that every way of making
+    feedback (this command, ``nbgrader generate_feedback``, formgrader) hides them."""
     steps = load_config(root).GenerateFeedback.get("preprocessors", [])
     first = steps[0] if steps else None
     return first is HideHiddenTests or first == HIDING

@@ -2,11 +2,11 @@
 
 Each submission is graded by its own ``nbgrader autograde`` against a private sqlite gradebook
 (:mod:`grader.coordinator.grading`); its scores are then copied into the course gradebook
-(:func:`copy_submission`). With an sqlite course gradebook the private copy is a
-copy of its file. With a database server (``COURSE_DB=postgresql+psycopg2://...``) the grader
-writes, once per run, a snapshot of the one assignment being graded (its notebooks and cells,
-as ``course release`` recorded them) into an sqlite file that each worker copies: workers never
-hold the database's credentials, and only the coordinator writes to the server.
+(:func:`copy_submission`). With an sqlite course gradebook the private copy is a copy of its file.
+With a database server (``COURSE_DB=postgresql+psycopg2://...``) the grader writes, once per run, a
+snapshot of the one assignment being graded (its notebooks and cells, as ``course release`` recorded
+them) into an sqlite file that each worker copies: workers never hold the database's credentials,
+and only the coordinator writes to the server.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ def sqlite_file(url: str) -> Path | None:
 
 
 def snapshot(url: str, assignment: str, path: Path) -> Path:
-    """Write to ``path`` an sqlite gradebook holding ``assignment`` as the gradebook at ``url``
-    has it (notebooks, grade, solution, task and source cells); return ``path``."""
+    """Write to ``path`` an sqlite gradebook holding ``assignment`` as the gradebook at ``url`` has
+    it (notebooks, grade, solution, task and source cells); return ``path``."""
     path.unlink(missing_ok=True)
     with warnings.catch_warnings(), Gradebook(url) as src, Gradebook(f"sqlite:///{path}") as dst:
         warnings.simplefilter("ignore")  # nbgrader's harmless SQLAlchemy autoflush warnings

@@ -2,14 +2,12 @@
 (:func:`merge`).
 
 :func:`grade_one` grades one student in a scratch course of its own
-(:mod:`grader.coordinator.scratch`):
-one ``nbgrader autograde`` process within the limits (:mod:`grader.coordinator.nbgrader_run`), the
-trusted
-judge's verdicts (:mod:`grader.shared.verification`), the tampering scan
-(:mod:`grader.shared.tampering`),
-and one report line per notebook. It returns the student's private gradebook as bytes, so that
-a local thread and a Dask worker hand back the same thing. :func:`merge` copies those scores
-into the course gradebook and the report, one student at a time.
+(:mod:`grader.coordinator.scratch`): one ``nbgrader autograde`` process within the limits
+(:mod:`grader.coordinator.nbgrader_run`), the trusted judge's verdicts
+(:mod:`grader.shared.verification`), the tampering scan (:mod:`grader.shared.tampering`), and one
+report line per notebook. It returns the student's private gradebook as bytes, so that a local
+thread and a Dask worker hand back the same thing. :func:`merge` copies those scores into the course
+gradebook and the report, one student at a time.
 """
 
 from __future__ import annotations
@@ -28,13 +26,14 @@ from grader.shared import quota, records, report, tampering, verification
 from grader.shared.paths import release_notebooks
 from grader.shared.report import Event
 
-# A notebook graded with the points of the cells that finished: a cell ran past the time limit
-# and ignored the interrupt, so its kernel was stopped (grader.nbgrader.preprocessors.RunawayCell).
+# A notebook graded with the points of the cells that finished: a cell ran past the time limit and
+# ignored the interrupt, so its kernel was stopped
+# (grader.nbgrader.execute_keeping_points.RunawayCell).
 TIMED_OUT = "timed out"
 UNSAFE = "graded WITHOUT the sandbox (--unsafe-no-sandbox): its code could reach the grader"
 # The warm worker (grader.warm.pool) ended while a submission's kernel ran: from outside (killed,
-# out of memory), since a submission cannot reach it. Its kernel died with it, so the
-# submission is graded once more by the worker's replacement; this is said if that one ends too.
+# out of memory), since a submission cannot reach it. Its kernel died with it, so the submission is
+# graded once more by the worker's replacement; this is said if that one ends too.
 ZYGOTE_ENDED = (
     "the warm worker ended twice while this submission was graded (from outside: the submission "
     "cannot reach it), so its scores would be wrong: grade it again (its earlier scores stay)"
@@ -80,8 +79,8 @@ def _grade(job: GradingJob, student: str) -> tuple[Graded, bytes | None] | float
     """:func:`grade_one`'s work once, or the seconds it took if the warm worker ended."""
     root, assignment = job.root, job.assignment
     with ExitStack() as stack:
-        # The warm worker's slot is given back once nbgrader is done: the next kernel starts
-        # while this submission is judged (its scratch course stays until then, see WarmPool).
+        # The warm worker's slot is given back once nbgrader is done: the next kernel starts while
+        # this submission is judged (its scratch course stays until then, see WarmPool).
         worker = stack.enter_context(ExitStack())
         zygote = worker.enter_context(job.warm.worker()) if job.warm else None
         parent = zygote.root if zygote else None
@@ -136,8 +135,8 @@ def examine(
     """Report every notebook of a graded submission; flag tampering and zero its points.
 
     Tampering is what :mod:`grader.shared.tampering` reads in the code (the notebook earns nothing).
-    A test cell that earned points in the student's kernel but fails the trusted judge earns
-    nothing and flags the notebook (:func:`grader.shared.verification.apply_verdicts`).
+    A test cell that earned points in the student's kernel but fails the trusted judge earns nothing
+    and flags the notebook (:func:`grader.shared.verification.apply_verdicts`).
     """
     root, assignment = job.root, job.assignment
     events = notebook_events(job, student)
@@ -179,8 +178,8 @@ def notebook_events(job: GradingJob, student: str) -> list[Event]:
 def merge(root: Path, url: str, assignment: str, graded: Graded, own: bytes | None) -> None:
     """Merge one graded submission into the course gradebook at ``url`` and the report.
 
-    ``own`` is the submission's private gradebook from :func:`grade_one` (None: nothing was
-    graded, and the student appears with 0 points unless already in the gradebook)."""
+    ``own`` is the submission's private gradebook from :func:`grade_one` (None: nothing was graded,
+    and the student appears with 0 points unless already in the gradebook)."""
     if graded.ok and own:
         with tempfile.TemporaryDirectory(prefix="course-merge-") as folder:
             private = Path(folder) / "gradebook.db"

@@ -1,9 +1,9 @@
 """A grading job: how the submissions of one assignment are graded in this run.
 
-One :class:`GradingJob` is made per ``course autograde`` (or per task on a Dask worker) and
-handed, with a student's id, to :func:`grader.coordinator.grading.grade_one`: the course folder, the
-gradebook each submission's private copy starts from, the limits, the environment of the
-``nbgrader autograde`` process, the sandbox and the trusted judge.
+One :class:`GradingJob` is made per ``course autograde`` (or per task on a Dask worker) and handed,
+with a student's id, to :func:`grader.coordinator.grading.grade_one`: the course folder, the
+gradebook each submission's private copy starts from, the limits, the environment of the ``nbgrader
+autograde`` process, the sandbox and the trusted judge.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """``course lab``: JupyterLab on the course folder, where formgrader finds the course.
 
 Formgrader (Nbgrader menu > Formgrader) grades the written answers by hand, and its buttons
-autograde and write feedback. It reads ``nbgrader_config.py`` of the folder JupyterLab runs in,
-so the server must run at the course root: ``make lab`` (the students' JupyterLab on their own
-copy, ``work/``) is not that folder. ``make formgrader`` runs this command.
+autograde and write feedback. It reads ``nbgrader_config.py`` of the folder JupyterLab runs in, so
+the server must run at the course root: ``make lab`` (the students' JupyterLab on their own copy,
+``work/``) is not that folder. ``make formgrader`` runs this command.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ def start(root: Path, jupyter_args: list[str]) -> None:
     """Replace this process by JupyterLab on the course ``root``; never returns.
 
     The server runs in ``root`` with this environment's programs first on PATH (nbgrader runs
-    ``alembic`` and kernels by name), so formgrader, its Autograde and Generate Feedback
-    buttons and plain ``nbgrader`` in its terminals all use the course's configuration.
+    ``alembic`` and kernels by name), so formgrader, its Autograde and Generate Feedback buttons and
+    plain ``nbgrader`` in its terminals all use the course's configuration.
     """
     if not (root / CONFIG_FILE).is_file():
         raise CourseError(f"{root} has no {CONFIG_FILE}: pass the course folder (--root PATH)")

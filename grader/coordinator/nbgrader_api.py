@@ -1,5 +1,5 @@
-"""nbgrader's Python API on the course, for the steps that call nbgrader in this process
-(``course release`` and ``course feedback``; autograding starts nbgrader processes instead).
+"""nbgrader's Python API on the course, for the steps that call nbgrader in this process (``course
+release`` and ``course feedback``; autograding starts nbgrader processes instead).
 """
 
 from __future__ import annotations

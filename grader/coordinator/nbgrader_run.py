@@ -1,13 +1,11 @@
 """One ``nbgrader autograde`` process for one submission, within its limits.
 
 The process runs in the submission's scratch course (:mod:`grader.coordinator.scratch`) against the
-private
-gradebook there. It is started through :mod:`grader.sandbox.rlimits`, a wrapper that sets the
-memory,
-file size and process limits (:class:`grader.shared.limits.Limits`) and then becomes nbgrader (no
-``preexec_fn``: grading runs in threads); the cell timeout and the wall-clock limit of the whole
-submission come from :class:`grader.shared.limits.TimeLimits`. A submission past its time limit is
-killed with every process it started. The notebook's kernel runs in bubblewrap
+private gradebook there. It is started through :mod:`grader.sandbox.rlimits`, a wrapper that sets
+the memory, file size and process limits (:class:`grader.shared.limits.Limits`) and then becomes
+nbgrader (no ``preexec_fn``: grading runs in threads); the cell timeout and the wall-clock limit of
+the whole submission come from :class:`grader.shared.limits.TimeLimits`. A submission past its time
+limit is killed with every process it started. The notebook's kernel runs in bubblewrap
 (:class:`grader.nbgrader.kernels.SandboxedKernelManager`) unless the job is not sandboxed.
 
 Run by root, the kernel's processes are capped by its cgroup (:mod:`grader.sandbox.cgroups`), the
@@ -51,8 +49,8 @@ UNSANDBOXED_KERNEL = "--Execute.kernel_manager_class=grader.nbgrader.kernels.Iso
 
 @dataclass
 class Run:
-    """What one nbgrader run gave: whether it graded, how long it took, and a message (why it
-    did not grade, or the notes of the course's preprocessors)."""
+    """What one nbgrader run gave: whether it graded, how long it took, and a message (why it did
+    not grade, or the notes of the course's preprocessors)."""
 
     ok: bool
     seconds: float
@@ -63,34 +61,34 @@ class Run:
 def command(
     job: GradingJob, student: str, scratch: Path, seed: int, zygote: Path | None = None
 ) -> list[str]:
-    """The command line grading ``student`` in ``scratch``, behind the limits' wrapper
-    (``zygote``: the socket of the warm worker that forks the kernels, :mod:`grader.warm.pool`)."""
+    """The command line grading ``student`` in ``scratch``, behind the limits' wrapper (``zygote``:
+    the socket of the warm worker that forks the kernels, :mod:`grader.warm.pool`)."""
     url = f"sqlite:///{scratch / 'gradebook.db'}"
     # nbgrader's command line, started and ended faster (grader/nbgrader/main.py)
     nbgrader = [sys.executable, "-P", "-m", "grader.nbgrader.main", "autograde", job.assignment]
     nbgrader += ["--student", student, "--db", url, f"--CourseDirectory.root={scratch}", "--force"]
-    # After the observation nothing more is asked of the kernel: stop it at once (a graceful
-    # stop waited a second or more for the kernel to exit).
+    # After the observation nothing more is asked of the kernel: stop it at once (a graceful stop
+    # waited a second or more for the kernel to exit).
     nbgrader += ["--Execute.shutdown_kernel=immediate"]
     if job.sandboxed and zygote is not None:  # forked by the warm worker, in the same sandbox
         nbgrader += [WARM_KERNEL, f"--WarmKernelManager.zygote={zygote}"]
-        # Sockets in the worker's folder itself (ZeroMQ's ipc paths hold 107 characters; the
-        # scratch course in it made them too long under a long TMPDIR); removed by nbgrader.
+        # Sockets in the worker's folder itself (ZeroMQ's ipc paths hold 107 characters; the scratch
+        # course in it made them too long under a long TMPDIR); removed by nbgrader.
         worker = zygote.parent.parent
         nbgrader += [f"--SandboxedKernelManager.socket_root={worker}"]
     elif job.sandboxed:  # the kernel's sockets live in the scratch course, removed with it
         nbgrader += [SANDBOXED_KERNEL, f"--SandboxedKernelManager.socket_root={scratch}"]
     else:  # nbgrader_config.py names the sandbox: only this flag grades without it
         nbgrader += [UNSANDBOXED_KERNEL]
-    # The quota, the judge, the tampering scan and the report come after this process, with
-    # one judge for all the workers (grader.coordinator.grading); plain nbgrader does them itself.
+    # The quota, the judge, the tampering scan and the report come after this process, with one
+    # judge for all the workers (grader.coordinator.grading); plain nbgrader does them itself.
     nbgrader += ["--VerifyPoints.enabled=False"]
     nbgrader += [f"--ExecuteKeepingPoints.verification_seed={seed}"]
     nbgrader += [f"--Notes.path={notes_file(scratch)}"]
     if job.times.cell_seconds:
         nbgrader += [f"--Execute.timeout={job.times.cell_seconds}"]
-    # A fresh kernel for the trusted check starts only if it can end before the submission's
-    # time limit (a few seconds kept for nbgrader to save the scores).
+    # A fresh kernel for the trusted check starts only if it can end before the submission's time
+    # limit (a few seconds kept for nbgrader to save the scores).
     deadline = time.time() + job.times.submission_seconds - DEADLINE_MARGIN
     nbgrader += [f"--ExecuteKeepingPoints.deadline={deadline:.0f}"]
     limits = job.limits
@@ -101,8 +99,8 @@ def run(job: GradingJob, student: str, scratch: Path, seed: int, zygote: Path | 
     """Autograde ``student`` in ``scratch`` (``seed``: of the trusted verification, 0: none;
     ``zygote``: the warm worker's socket, None: a kernel started cold).
 
-    The autograded notebooks are left in ``scratch/autograded/STUDENT/ASSIGNMENT``, the scores
-    in ``scratch/gradebook.db``."""
+    The autograded notebooks are left in ``scratch/autograded/STUDENT/ASSIGNMENT``, the scores in
+    ``scratch/gradebook.db``."""
     start = time.perf_counter()
     # The limits are set by a wrapper that becomes nbgrader (exec), not by preexec_fn, which is
     # unsafe in a process with threads: process.pid is nbgrader's own id (see kill_tree).
@@ -147,10 +145,10 @@ def launch(job: GradingJob, line: list[str], scratch: Path, zygote: Path | None)
 def _end_killed(process: Any) -> None:
     """Read a killed nbgrader process's output to its end, within :data:`KILLED_WAIT` seconds.
 
-    A process that is not its descendant can hold that output open: a warm kernel, forked by
-    the zygote, lives until the zygote sees the nbgrader connection close (a stopped or traced
-    kernel, or a busy zygote, longer). The run must not wait for it without end: past the wait
-    the output is dropped (the zygote still ends the kernel)."""
+    A process that is not its descendant can hold that output open: a warm kernel, forked by the
+    zygote, lives until the zygote sees the nbgrader connection close (a stopped or traced kernel,
+    or a busy zygote, longer). The run must not wait for it without end: past the wait the output is
+    dropped (the zygote still ends the kernel)."""
     try:
         process.communicate(timeout=KILLED_WAIT)
     except subprocess.TimeoutExpired:
@@ -158,8 +156,8 @@ def _end_killed(process: Any) -> None:
 
 
 def notes_file(scratch: Path) -> Path:
-    """The notes file of the course's preprocessors: in the scratch course, out of the
-    sandboxed kernel's reach (it sees only the notebook's folder)."""
+    """The notes file of the course's preprocessors: in the scratch course, out of the sandboxed
+    kernel's reach (it sees only the notebook's folder)."""
     return scratch / "notes.json"
 
 
@@ -179,8 +177,8 @@ def kill_tree(pid: int) -> None:
 
 
 def stop_all() -> None:
-    """Kill every nbgrader process of this process still running, and start no other (grading
-    was interrupted; :func:`allow_runs` allows them again, at the start of a run)."""
+    """Kill every nbgrader process of this process still running, and start no other (grading was
+    interrupted; :func:`allow_runs` allows them again, at the start of a run)."""
     with _LAUNCHING:
         STOPPED.set()
         running = list(RUNNING)

@@ -1,5 +1,5 @@
-"""The grading pipeline, one function per step: the facade the command line, the demo and the
-tests call (as nbgrader's ``apps/api.py`` is to its apps).
+"""The grading pipeline, one function per step: the facade the command line, the demo and the tests
+call (as nbgrader's ``apps/api.py`` is to its apps).
 
 - :func:`release`: ``nbgrader generate_assignment``, source/ -> release/
 (:mod:`grader.coordinator.release`);

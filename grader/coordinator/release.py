@@ -1,8 +1,8 @@
 """``course release``: the student notebooks generated from the instructor's.
 
 ``nbgrader generate_assignment`` writes ``release/ASSIGNMENT`` from ``source/ASSIGNMENT`` and
-records the assignment in the gradebook; the first release of a changed notebook also records
-its reference run, which the time limits of grading come from (:mod:`grader.shared.reference_run`).
+records the assignment in the gradebook; the first release of a changed notebook also records its
+reference run, which the time limits of grading come from (:mod:`grader.shared.reference_run`).
 """
 
 from __future__ import annotations

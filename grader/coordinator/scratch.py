@@ -1,9 +1,9 @@
 """The scratch course one submission is graded in, made and removed by one context manager.
 
-It holds only what ``nbgrader autograde`` needs for that student: the configuration, the
-student's submitted folder and a private copy of the gradebook. No ``source/``, no course
-gradebook and no other student's folder is beside it, so relative paths from the notebook reach
-nothing of the course. The folder is removed when the ``with`` block ends, whatever happened;
+It holds only what ``nbgrader autograde`` needs for that student: the configuration, the student's
+submitted folder and a private copy of the gradebook. No ``source/``, no course gradebook and no
+other student's folder is beside it, so relative paths from the notebook reach nothing of the
+course. The folder is removed when the ``with`` block ends, whatever happened;
 :func:`remove_all` removes every one still open (an interrupted run).
 """
 
@@ -55,8 +55,8 @@ def _remove(folder: Path) -> None:
 
 
 def copy_without_links(source: Path, target: Path) -> None:
-    """Copy a folder that student code wrote into, leaving out every entry that is neither a
-    folder nor a plain file (never opened, never followed)."""
+    """Copy a folder that student code wrote into, leaving out every entry that is neither a folder
+    nor a plain file (never opened, never followed)."""
     shutil.copytree(source, target, ignore=_special)
 
 

@@ -1,30 +1,30 @@
 """Submissions that look alike: winnowing over the solution cells' Python tokens.
 
 The detector is the one MOSS uses, winnowing (Schleimer, Wilkinson and Aiken, "Winnowing: local
-algorithms for document fingerprinting", SIGMOD 2003): every run of :data:`K` consecutive
-tokens is hashed, and in every window of :data:`WINDOW` consecutive hashes the smallest is kept
-as a fingerprint. Two submissions that share a passage of at least ``K + WINDOW - 1`` tokens
-are guaranteed to share a fingerprint; passages shorter than ``K`` tokens are never matched.
+algorithms for document fingerprinting", SIGMOD 2003): every run of :data:`K` consecutive tokens is
+hashed, and in every window of :data:`WINDOW` consecutive hashes the smallest is kept as a
+fingerprint. Two submissions that share a passage of at least ``K + WINDOW - 1`` tokens are
+guaranteed to share a fingerprint; passages shorter than ``K`` tokens are never matched.
 
-Why our own and not ``copydetect`` (which implements the same algorithm, and installs from PyPI):
-it tokenises with Pygments and compares every pair of files, N^2 / 2 comparisons (125,000 for a
-class of 500); here Python's own tokenizer reads the cells (a cell that does not tokenize is
-read word by word), and an index from fingerprint to submissions compares only the pairs that
-share one. Sixty lines, no dependency.
+Why our own and not ``copydetect`` (which implements the same algorithm, and installs from PyPI): it
+tokenises with Pygments and compares every pair of files, N^2 / 2 comparisons (125,000 for a class
+of 500); here Python's own tokenizer reads the cells (a cell that does not tokenize is read word by
+word), and an index from fingerprint to submissions compares only the pairs that share one. Sixty
+lines, no dependency.
 
-Tokens (:func:`tokens`): comments, blank lines and indentation are left out; every name the
-student chose (a variable, a function, an argument) becomes ``V``, every number ``N`` and every
-string ``S``, so that renaming, re-commenting and reformatting change nothing; keywords,
-operators, builtins, the libraries' names (``torch``, ``nn``...) and attributes after a dot
-(``.tril``, ``.masked_fill``) are kept, so that two solutions calling different functions
-differ. What the release gives is left out before (:func:`grader.coordinator.class_report` keeps the
-solution cells only and drops the lines of their stubs). A passage of the instructor's own
-solution counts for no pair (short exercises have an idiomatic answer, which honest students
-find too), nor does a fingerprint found in more than :func:`common_limit` submissions: a passage
-many students write alike.
+Tokens (:func:`tokens`): comments, blank lines and indentation are left out; every name the student
+chose (a variable, a function, an argument) becomes ``V``, every number ``N`` and every string
+``S``, so that renaming, re-commenting and reformatting change nothing; keywords, operators,
+builtins, the libraries' names (``torch``, ``nn``...) and attributes after a dot (``.tril``,
+``.masked_fill``) are kept, so that two solutions calling different functions differ. What the
+release gives is left out before (:func:`grader.coordinator.class_report` keeps the solution cells
+only and drops the lines of their stubs). A passage of the instructor's own solution counts for no
+pair (short exercises have an idiomatic answer, which honest students find too), nor does a
+fingerprint found in more than :func:`common_limit` submissions: a passage many students write
+alike.
 
-A pair is listed when the tokens of its shared passages cover at least ``threshold`` of the
-smaller of the two submissions: a pair to look at, never a verdict.
+A pair is listed when the tokens of its shared passages cover at least ``threshold`` of the smaller
+of the two submissions: a pair to look at, never a verdict.
 """
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ class Token:
 
 @dataclass
 class Pair:
-    """Two submissions that share passages: the share of each one's tokens in them, and the
-    lines of each that they cover (line numbers of :attr:`Submission.lines`, from 0)."""
+    """Two submissions that share passages: the share of each one's tokens in them, and the lines of
+    each that they cover (line numbers of :attr:`Submission.lines`, from 0)."""
 
     a: str
     b: str
@@ -123,8 +123,8 @@ def _words(code: str) -> list[Token]:
 
 
 def fingerprints(found: list[Token]) -> dict[int, list[int]]:
-    """Winnowing: the smallest hash of every window of WINDOW K-gram hashes (rightmost on a
-    tie), by hash, with the positions of the K-grams that have it."""
+    """Winnowing: the smallest hash of every window of WINDOW K-gram hashes (rightmost on a tie), by
+    hash, with the positions of the K-grams that have it."""
     hashes = [_hash(found[i : i + K]) for i in range(len(found) - K + 1)]
     if not hashes:
         return {}
@@ -159,8 +159,8 @@ def common_limit(count: int) -> int:
 def alike(
     subs: list[Submission], threshold: float = THRESHOLD, given: Submission | None = None
 ) -> list[Pair]:
-    """The pairs whose shared passages cover at least ``threshold`` of the smaller one, the
-    most alike first. A passage of ``given`` (the instructor's own solution) counts for none."""
+    """The pairs whose shared passages cover at least ``threshold`` of the smaller one, the most
+    alike first. A passage of ``given`` (the instructor's own solution) counts for none."""
     index: dict[int, list[int]] = defaultdict(list)  # hash -> submissions that have it
     for number, sub in enumerate(subs):
         for value in sub.fingerprints:

@@ -2,18 +2,18 @@
 
 A description is a YAML file::
 
-    about: The causal mask is transposed (the future visible, the past hidden).
-    expect:                       # what grading must show (checked by the test suite)
-      fail: [test_mask_visible, test_mask_hidden]
-      message: transposed         # a word the failure message must contain
-    code:                         # per graded name (or grade_id): the code of that cell
+    about: The causal mask is transposed (the future visible, the past hidden). expect: # what
+    grading must show (checked by the test suite)
+      fail: [test_mask_visible, test_mask_hidden] message: transposed # a word the failure message
+      must contain
+    code: # per graded name (or grade_id): the code of that cell
       generate_square_subsequent_mask: |
         def generate_square_subsequent_mask(sz):
             return torch.tril(torch.full((sz, sz), float("-inf")), diagonal=-1)
 
-Each key of ``code`` names a function or class that a solution cell of the release notebook
-defines (or that cell's grade_id); the whole cell is replaced by the given code. Cells the
-description does not name keep the release stub.
+Each key of ``code`` names a function or class that a solution cell of the release notebook defines
+(or that cell's grade_id); the whole cell is replaced by the given code. Cells the description does
+not name keep the release stub.
 """
 
 from __future__ import annotations
@@ -106,8 +106,8 @@ def strip_markers(source: str, markers: tuple[str, str]) -> str:
 def reference_code(source_nb: NotebookNode, config: Config | None = None) -> dict[str, str]:
     """The solution of every solution cell of an instructor's notebook, by grade_id.
 
-    ``config`` is the course's nbgrader configuration, whose ``ClearSolutions`` delimiters mark
-    the solutions (nbgrader's defaults without it).
+    ``config`` is the course's nbgrader configuration, whose ``ClearSolutions`` delimiters mark the
+    solutions (nbgrader's defaults without it).
     """
     markers = solution_markers(config)
     return {

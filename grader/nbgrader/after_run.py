@@ -7,16 +7,15 @@ there:
 
 - :class:`LeaveNoLinks` (before the notebook runs and after): every symbolic link, device,
   pipe, socket and hard-linked file in the graded folder is removed, and so is the copy that
-  nbgrader made of one in the submitted folder. nbgrader then sets the permissions of every
-  file name in the folder with ``os.chmod``, which follows links: a link the student's code
-  planted there to the gradebook or a source notebook would have made it read-only.
+  nbgrader made of one in the submitted folder. nbgrader then sets the permissions of every file
+  name in the folder with ``os.chmod``, which follows links: a link the student's code planted there
+  to the gradebook or a source notebook would have made it read-only.
 - :class:`VerifyPoints` (last): what ``course autograde`` does once nbgrader is done, for the
   paths that are plain nbgrader: the disk quota (:mod:`grader.shared.quota`), the trusted judge's
   verdicts (:mod:`grader.shared.verification`), the tampering scan (:mod:`grader.shared.tampering`),
-  the rule
-  that settles the points (:func:`grader.shared.verification.settle`) and the grading report's line
-  (:mod:`grader.shared.report`). ``course autograde`` turns it off on its own command line
-  (``--VerifyPoints.enabled=False``) because it does the same after nbgrader, with one judge
+  the rule that settles the points (:func:`grader.shared.verification.settle`) and the grading
+  report's line (:mod:`grader.shared.report`). ``course autograde`` turns it off on its own command
+  line (``--VerifyPoints.enabled=False``) because it does the same after nbgrader, with one judge
   for all its workers (:func:`grader.coordinator.grading.grade_one`).
 """
 
@@ -52,8 +51,8 @@ def _folders(config: object, resources: dict) -> tuple[Path, Path]:
 
 
 def special_entries(folder: Path) -> list[Path]:
-    """Every entry under ``folder`` that is neither a folder nor a plain file (links to
-    folders are not entered)."""
+    """Every entry under ``folder`` that is neither a folder nor a plain file (links to folders are
+    not entered)."""
     found = []
     for dirpath, dirnames, filenames in os.walk(folder):
         for name in [*dirnames, *filenames]:
@@ -67,8 +66,8 @@ def special_entries(folder: Path) -> list[Path]:
 
 
 def remove_special_entries(submitted: Path, graded: Path) -> list[str]:
-    """Remove from ``graded`` every special entry and every copy of one of ``submitted``;
-    return their names relative to ``graded``."""
+    """Remove from ``graded`` every special entry and every copy of one of ``submitted``; return
+    their names relative to ``graded``."""
     removed = []
     targets = special_entries(graded) if graded.is_dir() else []
     if submitted.is_dir():

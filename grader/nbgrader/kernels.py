@@ -1,15 +1,14 @@
 """The kernel managers of grading: private Unix sockets, and the sandboxed kernel.
 
-Grading starts many kernels at once. Over TCP, jupyter_client chooses free ports and the
-kernel binds them a moment later; when two kernels start together they can race for the same
-ports, and a client may end up waiting forever for a reply that went elsewhere. With the
-``ipc`` transport each kernel gets its own socket files, named here after a fresh random id, so
-no two kernels can meet. nbgrader and ``course check`` use this class (see nbgrader_config.py).
+Grading starts many kernels at once. Over TCP, jupyter_client chooses free ports and the kernel
+binds them a moment later; when two kernels start together they can race for the same ports, and a
+client may end up waiting forever for a reply that went elsewhere. With the ``ipc`` transport each
+kernel gets its own socket files, named here after a fresh random id, so no two kernels can meet.
+nbgrader and ``course check`` use this class (see nbgrader_config.py).
 
 :class:`SandboxedKernelManager` starts the kernel of a graded notebook inside the bubblewrap
 sandbox of :mod:`grader.sandbox.bubblewrap`. Both hand out a :class:`PromptKernelClient`, ready as
-soon as
-the kernel has answered on both channels.
+soon as the kernel has answered on both channels.
 """
 
 from __future__ import annotations
@@ -35,13 +34,13 @@ RECONNECT_MS = 10  # how often a client's channel tries a kernel socket not yet 
 
 
 class PromptKernelClient(AsyncKernelClient):
-    """A kernel client that is ready as soon as the kernel answered a ``kernel_info`` request
-    on the shell channel and said "idle" for one on IOPub (IOPub is then connected).
+    """A kernel client that is ready as soon as the kernel answered a ``kernel_info`` request on the
+    shell channel and said "idle" for one on IOPub (IOPub is then connected).
 
-    jupyter_client's own wait ends with 0.2 s of waiting for IOPub to fall silent, on every
-    kernel start. Here nothing needs flushing: a reply or status left over from an earlier
-    request has a parent other than the cell's, and nbclient skips it. A request answered late
-    (a loaded machine) still counts: every request sent is one the kernel may answer."""
+    jupyter_client's own wait ends with 0.2 s of waiting for IOPub to fall silent, on every kernel
+    start. Here nothing needs flushing: a reply or status left over from an earlier request has a
+    parent other than the cell's, and nbclient skips it. A request answered late (a loaded machine)
+    still counts: every request sent is one the kernel may answer."""
 
     async def _async_wait_for_ready(self, timeout: float | None = None) -> None:
         deadline = time.monotonic() + (float("inf") if timeout is None else timeout)
@@ -61,8 +60,8 @@ class PromptKernelClient(AsyncKernelClient):
     async def _answer(
         channel: object, sent: set[str], kind: str, seconds: float, state: str = ""
     ) -> dict | None:
-        """The first message of ``kind`` (and execution ``state``) on ``channel`` whose parent
-        is one of the ``sent`` requests, within ``seconds``; None if none came."""
+        """The first message of ``kind`` (and execution ``state``) on ``channel`` whose parent is
+        one of the ``sent`` requests, within ``seconds``; None if none came."""
         end = time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:
             try:
@@ -79,9 +78,9 @@ class PromptKernelClient(AsyncKernelClient):
     def start_channels(self, *args: object, **kwargs: object) -> None:
         """Channels that try again every 10 ms to reach sockets the kernel has not bound yet.
 
-        The client connects while the kernel is still starting. ZeroMQ tries a missing socket
-        again every 100 ms by default, and the wait for that retry was 0.1 to 0.15 s of every
-        warm kernel's start (0.2 s from fork to first answer, 0.05 s with 10 ms)."""
+        The client connects while the kernel is still starting. ZeroMQ tries a missing socket again
+        every 100 ms by default, and the wait for that retry was 0.1 to 0.15 s of every warm
+        kernel's start (0.2 s from fork to first answer, 0.05 s with 10 ms)."""
         self.context.setsockopt(zmq.RECONNECT_IVL, RECONNECT_MS)
         super().start_channels(*args, **kwargs)
 
@@ -97,8 +96,8 @@ class IsolatedKernelManager(AsyncKernelManager):
         return PromptKernelClient
 
     async def _async_wait(self, pollinterval: float = 0.1) -> None:
-        """Wait for the kernel's end, looking every 10 ms (jupyter_client: every 100 ms, so
-        that a killed kernel cost a tenth of a second each time)."""
+        """Wait for the kernel's end, looking every 10 ms (jupyter_client: every 100 ms, so that a
+        killed kernel cost a tenth of a second each time)."""
         await super()._async_wait(pollinterval=min(pollinterval, 0.01))
 
     @default("transport")
@@ -116,17 +115,17 @@ class SandboxedKernelManager(IsolatedKernelManager):
     """A grading kernel inside a bubblewrap sandbox; nbgrader and nbclient stay outside.
 
     Inside, the kernel sees, read-only: the system (``/usr`` and its links, a few files of
-    ``/etc``), the Python installation and the virtualenv, and the notebook package ``course/``.
-    It runs under the configured limits (memory, file size, processes:
+    ``/etc``), the Python installation and the virtualenv, and the notebook package ``course/``. It
+    runs under the configured limits (memory, file size, processes:
     :mod:`grader.sandbox.rlimits`).
-    It may write only in its working directory (the submission's own folder) and in a private,
-    empty ``/tmp`` of :attr:`tmp_size_mb`. Nothing else exists for it: not the gradebook, not
-    ``source/``, not the other students, not the instructor's course folder. It runs in new PID,
-    network, IPC, UTS and user namespaces with no capability (``--cap-drop ALL``: as root,
-    bubblewrap would otherwise keep them), dies with the process that started it, and gets an
-    environment cleared to :attr:`env_allow`. It talks to nbclient over the ipc transport,
-    through a socket folder bound into the sandbox; cell timeouts interrupt it by a message (a
-    SIGINT to bubblewrap would kill the sandbox, not interrupt the cell).
+    It may write only in its working directory (the submission's own folder) and in a private, empty
+    ``/tmp`` of :attr:`tmp_size_mb`. Nothing else exists for it: not the gradebook, not ``source/``,
+    not the other students, not the instructor's course folder. It runs in new PID, network, IPC,
+    UTS and user namespaces with no capability (``--cap-drop ALL``: as root, bubblewrap would
+    otherwise keep them), dies with the process that started it, and gets an environment cleared to
+    :attr:`env_allow`. It talks to nbclient over the ipc transport, through a socket folder bound
+    into the sandbox; cell timeouts interrupt it by a message (a SIGINT to bubblewrap would kill the
+    sandbox, not interrupt the cell).
     """
 
     env_allow = List(
@@ -183,8 +182,8 @@ class SandboxedKernelManager(IsolatedKernelManager):
         sandboxed = sandbox_command(
             kernel, workdir, self._socket_folder, self.env_allow, self.etc_files, self.tmp_size_mb
         )
-        # The configured limits hold for the kernel on every path (plain nbgrader included);
-        # `course autograde` also sets them on the whole nbgrader process.
+        # The configured limits hold for the kernel on every path (plain nbgrader included); `course
+        # autograde` also sets them on the whole nbgrader process.
         limits = Limits(config=self.config)
         self._cgroups = cgroups.kernel_groups(
             limits.processes

@@ -4,15 +4,15 @@ started and ended faster; the grader runs one per submission
 
 - Importing nbgrader imports ``jsonschema``, whose optional IRI format checker, when the package
   ``rfc3987_syntax`` is installed (``jupyter-events`` pulls it in), builds a Lark grammar at import
-  time: more than a second of CPU per process, for a format that no notebook schema uses. Here
-  that import fails, as if the package were absent, so ``jsonschema`` leaves that one format out.
+  time: more than a second of CPU per process, for a format that no notebook schema uses. Here that
+  import fails, as if the package were absent, so ``jsonschema`` leaves that one format out.
 - nbgrader opens the gradebook (``nbgrader.api.Gradebook``) several times per submission, each
-  time with a new SQLAlchemy engine, which compiles every query again: here each gradebook's
-  URL keeps one engine for the process (:func:`share_gradebook_engines`; nbgrader's ``close``
-  still disposes of its connections each time).
+  time with a new SQLAlchemy engine, which compiles every query again: here each gradebook's URL
+  keeps one engine for the process (:func:`share_gradebook_engines`; nbgrader's ``close`` still
+  disposes of its connections each time).
 - When nbgrader is done, the process ends at once (``os._exit`` with nbgrader's exit code, the
-  logs and output flushed): the gradebook is committed and closed and the notebooks written by
-  then, and the interpreter's teardown (finalizers, zmq's context) took most of a second.
+  logs and output flushed): the gradebook is committed and closed and the notebooks written by then,
+  and the interpreter's teardown (finalizers, zmq's context) took most of a second.
 
 Anything but a normal exit (an exception) ends the process as Python always does.
 """

@@ -1,8 +1,7 @@
 """The grader's side of the kernel's observation for the trusted judge.
 
-After a notebook's last cell, :class:`grader.nbgrader.preprocessors.ExecuteKeepingPoints` asks the
-kernel
-to observe the student's code (:func:`course.verify.observe`, with the code of
+After a notebook's last cell, :class:`grader.nbgrader.execute_keeping_points.ExecuteKeepingPoints`
+asks the kernel to observe the student's code (:func:`course.verify.observe`, with the code of
 :func:`course.contract.observe_code`): the kernel calls it on inputs drawn from the grader's
 seed and saves what it returned next to the notebook, for the judge
 (:mod:`grader.shared.verification`).
@@ -12,9 +11,9 @@ seed and saves what it returned next to the notebook, for the judge
 - when the kernel died in a cell, in a fresh kernel that first re-runs the code cells that are
   not tests, up to the one that killed it (:meth:`KernelObservation.in_fresh_kernels`);
 - when an item of the observation killed the kernel, the kernel's log names it
-  (:func:`course.contract.read_log`): a fresh kernel re-runs the code cells and observes
-  again, that item counted as failed, at most ``observation_restarts`` times and only while
-  the submission's deadline leaves time, so that one item costs that item only
+  (:func:`course.contract.read_log`): a fresh kernel re-runs the code cells and observes again, that
+  item counted as failed, at most ``observation_restarts`` times and only while the submission's
+  deadline leaves time, so that one item costs that item only
   (:meth:`KernelObservation.after_death`).
 """
 
@@ -52,12 +51,12 @@ LOG_BYTES = 64 * 1024  # the most of the log the grader reads
 
 
 class KernelObservation:
-    """The observation of one graded notebook, run through ``client``'s kernels (see the
-    module's text); ``seed`` 0: nothing is observed."""
+    """The observation of one graded notebook, run through ``client``'s kernels (see the module's
+    text); ``seed`` 0: nothing is observed."""
 
     def __init__(
         self,
-        client: Execute,  # grader.nbgrader.preprocessors.ExecuteKeepingPoints
+        client: Execute,  # grader.nbgrader.execute_keeping_points.ExecuteKeepingPoints
         path: Path,
         seed: int,
         note: Callable[[str, str], None] = lambda kind, note: None,
@@ -76,8 +75,8 @@ class KernelObservation:
                 self.failed[str(grade_id)] = NOT_OBSERVED
 
     def in_this_kernel(self) -> bool:
-        """Observe in the client's current kernel. False when the kernel died while observing
-        (its log names the item); True otherwise (observed, or no observations)."""
+        """Observe in the client's current kernel. False when the kernel died while observing (its
+        log names the item); True otherwise (observed, or no observations)."""
         if not self.seed:
             return True
         info = self.client.resources.get("nbgrader", {})
@@ -92,16 +91,16 @@ class KernelObservation:
         return True
 
     def after_death(self, cells: list[NotebookNode], seconds: float) -> None:
-        """An item of the observation killed the kernel: observe the others in fresh kernels
-        (or, when the log names no item, leave no observations: every point is checked)."""
+        """An item of the observation killed the kernel: observe the others in fresh kernels (or,
+        when the log names no item, leave no observations: every point is checked)."""
         if self.learn_from_log():
             self.in_fresh_kernels(cells, seconds)
         else:
             self.path.unlink(missing_ok=True)
 
     def in_fresh_kernels(self, before: list[NotebookNode], seconds: float) -> None:
-        """Observe in fresh kernels, each re-running the code cells of ``before`` that are not
-        tests (``seconds``: about what that takes)."""
+        """Observe in fresh kernels, each re-running the code cells of ``before`` that are not tests
+        (``seconds``: about what that takes)."""
         if not self.seed:
             return
         code = [c.source for c in before if c.cell_type == "code" and not utils.is_grade(c)]
@@ -132,8 +131,8 @@ class KernelObservation:
         self.path.unlink(missing_ok=True)  # no complete observation: every point is checked
 
     def learn_from_log(self) -> bool:
-        """Add the items that killed the kernel or were interrupted (the kernel's log) to the
-        failed ones; False when the log names none that was not failed yet (no progress)."""
+        """Add the items that killed the kernel or were interrupted (the kernel's log) to the failed
+        ones; False when the log names none that was not failed yet (no progress)."""
         log = read_log_file(Path(contract.log_path(self.path)))
         _started, interrupted, died_in = contract.read_log(log)
         new = {name: INTERRUPTED_ITEM for name in interrupted if name not in self.failed}
@@ -162,8 +161,8 @@ class KernelObservation:
 
 
 def read_log_file(path: Path) -> list[str]:
-    """The lines of the kernel's observation log (a regular file, no link, its start only);
-    the names are kept to plain characters (the kernel wrote them)."""
+    """The lines of the kernel's observation log (a regular file, no link, its start only); the
+    names are kept to plain characters (the kernel wrote them)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:

@@ -1,8 +1,8 @@
 """nbgrader preprocessors of the course (configured in nbgrader_config.py).
 
 Each says what it did in the notes file (:class:`Notes`), which the grader names on nbgrader's
-command line (``--Notes.path=...``, in the scratch course, where the kernel cannot write) and
-reads back for the grading report (:func:`read_notes`); each also logs it.
+command line (``--Notes.path=...``, in the scratch course, where the kernel cannot write) and reads
+back for the grading report (:func:`read_notes`); each also logs it.
 """
 
 from __future__ import annotations
@@ -38,19 +38,18 @@ class DropDuplicateCells(NbGraderPreprocessor):
     """Keep the first cell of each grade_id and remove the later copies (replaces DeduplicateIds).
 
     A student who copies a graded cell (a test cell, say) hands in two cells with one grade_id.
-    nbgrader's ``DeduplicateIds`` keeps the last copy and sets the nbgrader metadata of the
-    earlier ones to ``{}``. That empty dict has no ``schema_version``, so the next sanitizing
-    step, ``CheckCellMetadata``, raises ``SchemaTooOldError`` and nbgrader gives up on the
-    whole submission ("One or more notebooks in the assignment use an old version of the
-    nbgrader metadata format ... nbgrader update ."): no cell is graded, and the message blames
-    the course's files. Were the metadata removed instead, the earlier copy would still run as a
-    plain cell, with whatever code the student left in it.
+    nbgrader's ``DeduplicateIds`` keeps the last copy and sets the nbgrader metadata of the earlier
+    ones to ``{}``. That empty dict has no ``schema_version``, so the next sanitizing step,
+    ``CheckCellMetadata``, raises ``SchemaTooOldError`` and nbgrader gives up on the whole
+    submission ("One or more notebooks in the assignment use an old version of the nbgrader metadata
+    format ... nbgrader update ."): no cell is graded, and the message blames the course's files.
+    Were the metadata removed instead, the earlier copy would still run as a plain cell, with
+    whatever code the student left in it.
 
     This preprocessor removes every later copy before nbgrader restores the course's cells
-    (``OverwriteCells``), so the submission is graded as if the copy had never been made, and
-    notes one line per removed cell (:data:`REMOVED`) for the grading report. Every cell with a
-    grade_id counts, whatever its other flags say: ``OverwriteCells`` restores any cell that has
-    one.
+    (``OverwriteCells``), so the submission is graded as if the copy had never been made, and notes
+    one line per removed cell (:data:`REMOVED`) for the grading report. Every cell with a grade_id
+    counts, whatever its other flags say: ``OverwriteCells`` restores any cell that has one.
     """
 
     def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
@@ -97,30 +96,28 @@ class RunawayCell(DeadKernelError):
 
 
 class ExecuteKeepingPoints(Execute):
-    """nbgrader's ``Execute``, except that a kernel that dies or runs away does not cost the
-    cells that ran, and that the student's code is observed for the trusted judge after the last
-    cell.
+    """nbgrader's ``Execute``, except that a kernel that dies or runs away does not cost the cells
+    that ran, and that the student's code is observed for the trusted judge after the last cell.
 
     When the kernel dies (``os._exit``, a crash, the memory limit), nbclient raises
     ``DeadKernelError`` and nbgrader gives up on the whole notebook: no cell is graded. Here the
-    notebook is kept as far as it ran: the cell that was running gets an error output, every
-    later test cell gets one too (a test cell without an error output would earn its points),
-    and grading goes on with what ran. One note is made (:data:`DIED`) for the report.
+    notebook is kept as far as it ran: the cell that was running gets an error output, every later
+    test cell gets one too (a test cell without an error output would earn its points), and grading
+    goes on with what ran. One note is made (:data:`DIED`) for the report.
 
     A cell past its timeout is interrupted (nbclient; the next cell runs). One that ignores the
     interrupt (SIGINT ignored, a C loop) would hold the kernel until the submission's time limit
-    stops the whole grading: here, after :attr:`interrupt_grace` seconds without a reply, its
-    kernel is stopped and the notebook is kept as far as it ran, as for a dead kernel
-    (:data:`STOPPED`, :class:`RunawayCell`).
+    stops the whole grading: here, after :attr:`interrupt_grace` seconds without a reply, its kernel
+    is stopped and the notebook is kept as far as it ran, as for a dead kernel (:data:`STOPPED`,
+    :class:`RunawayCell`).
 
-    Then, with a seed (:attr:`verification_seed`), the student's code is observed for the
-    trusted judge: :class:`grader.nbgrader.observation.KernelObservation` drives that, in this
-    kernel or
-    in fresh ones.
+    Then, with a seed (:attr:`verification_seed`), the student's code is observed for the trusted
+    judge: :class:`grader.nbgrader.observation.KernelObservation` drives that, in this kernel or in
+    fresh ones.
 
-    This class re-implements nbconvert's ``ExecutePreprocessor.preprocess`` and overrides
-    nbclient's ``_async_handle_timeout``; ``tests/test_verification.py`` pins both, so that the
-    day either changes a test says what to re-read.
+    This class re-implements nbconvert's ``ExecutePreprocessor.preprocess`` and overrides nbclient's
+    ``_async_handle_timeout``; ``tests/test_verification.py`` pins both, so that the day either
+    changes a test says what to re-read.
     """
 
     verification_seed = Integer(
@@ -166,9 +163,9 @@ class ExecuteKeepingPoints(Execute):
 
     def _set_limits(self, resources: dict) -> None:
         """The seed and the time limits of this run, where the grader has not set them (plain
-        `nbgrader autograde`): a seed when the assignment has a judge, the cell limit derived
-        from the reference run (the configured timeout stays the ceiling) and the deadline of
-        the submission's time limit. Each cell gets at most what is left before the deadline."""
+        `nbgrader autograde`): a seed when the assignment has a judge, the cell limit derived from
+        the reference run (the configured timeout stays the ceiling) and the deadline of the
+        submission's time limit. Each cell gets at most what is left before the deadline."""
         assignment = str(resources.get("nbgrader", {}).get("assignment", ""))
         self._seed = self.verification_seed
         if self._seed < 0:
@@ -181,8 +178,8 @@ class ExecuteKeepingPoints(Execute):
             self.timeout = times.cell_seconds
         if not self.deadline:
             self.deadline = time.time() + times.submission_seconds
-        # The notebook's cells stop a little before the deadline: the observation for the
-        # judge still runs in the time kept, so a submission out of time keeps its points.
+        # The notebook's cells stop a little before the deadline: the observation for the judge
+        # still runs in the time kept, so a submission out of time keeps its points.
         kept = min(OBSERVATION_TIME, max(5.0, 0.1 * (self.deadline - time.time())))
         self._cells_until = self._until = self.deadline - kept
         self.timeout_func = self._cell_timeout
@@ -198,8 +195,8 @@ class ExecuteKeepingPoints(Execute):
         return max(1, min(self.timeout, left)) if self.timeout else max(1, left)
 
     def preprocess(self, nb: NotebookNode, resources: dict, km=None) -> tuple[NotebookNode, dict]:
-        # nbconvert's ExecutePreprocessor.preprocess, with the observation before the kernel
-        # stops and the dead kernel handled.
+        # nbconvert's ExecutePreprocessor.preprocess, with the observation before the kernel stops
+        # and the dead kernel handled.
         NotebookClient.__init__(self, nb, km)
         self.reset_execution_trackers()
         self._check_assign_resources(resources)
@@ -279,10 +276,10 @@ class ExecuteKeepingPoints(Execute):
         self._observation.in_fresh_kernels(cells[:died], seconds)
 
     def _not_run(self, first: int, why: str, ran: bool) -> None:
-        """The tests from cell ``first`` on earn nothing: those that did not run (from ``first``,
-        or after it when it ``ran``) get an error output (``why``), and their items of the
-        observation (one per test cell, by grade_id) are not called, so that the code that
-        stopped the notebook does not stop the observation too."""
+        """The tests from cell ``first`` on earn nothing: those that did not run (from ``first``, or
+        after it when it ``ran``) get an error output (``why``), and their items of the observation
+        (one per test cell, by grade_id) are not called, so that the code that stopped the notebook
+        does not stop the observation too."""
         tests = [c for c in self.nb.cells[first:] if c.cell_type == "code" and utils.is_grade(c)]
         for cell in tests:
             if not (ran and cell is self.nb.cells[first]):  # its own output says what happened
@@ -296,8 +293,8 @@ class ExecuteKeepingPoints(Execute):
         Notes(parent=self).add("stopped_in", self.resources.get("nbgrader", {}).get("notebook", ""))
 
     def _out_of_time(self, index: int) -> None:
-        """The submission's time is spent before cell ``index``: it and the cells after it
-        are not run; the observation runs in this kernel, in the time kept for it."""
+        """The submission's time is spent before cell ``index``: it and the cells after it are not
+        run; the observation runs in this kernel, in the time kept for it."""
         cell = self.nb.cells[index]
         name = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", index)
         note = OUT_OF_TIME.format(name)
@@ -306,8 +303,8 @@ class ExecuteKeepingPoints(Execute):
         self._not_run(index, NOT_RUN_OUT_OF_TIME, ran=False)
 
     def _stop_runaways(self) -> None:
-        """After a cell was interrupted at its time limit: the notebook's function that was
-        running then is stopped at once wherever it is called again (course.verify)."""
+        """After a cell was interrupted at its time limit: the notebook's function that was running
+        then is stopped at once wherever it is called again (course.verify)."""
         if not self._interrupted:
             return
         self._interrupted = False
@@ -325,11 +322,11 @@ class ExecuteKeepingPoints(Execute):
     def output(
         self, outs: list[NotebookNode], msg: dict, display_id: str | None, cell_index: int
     ) -> NotebookNode | None:
-        """nbclient's, within :attr:`cell_output_kb` a cell: a flood of output (an honest print
-        in a loop, or a hostile one) would fill the graded notebook, the feedback and the
-        grading process's memory. Beyond it a stream keeps its beginning, other outputs are
-        left out (one that a later update names keeps its place, emptied), an error is kept;
-        what goes to an Output widget counts too, and is left out beyond it."""
+        """nbclient's, within :attr:`cell_output_kb` a cell: a flood of output (an honest print in a
+        loop, or a hostile one) would fill the graded notebook, the feedback and the grading
+        process's memory. Beyond it a stream keeps its beginning, other outputs are left out (one
+        that a later update names keeps its place, emptied), an error is kept; what goes to an
+        Output widget counts too, and is left out beyond it."""
         limit = self.cell_output_kb * 1024
         if self.output_hook_stack[msg["parent_header"].get("msg_id")]:  # to an Output widget
             self._kept[cell_index] = self._kept.get(cell_index, 0) + len(str(msg["content"]))

@@ -4,8 +4,7 @@
 read-only, the system, Python, the virtualenv and the notebook package ``course/``; it may write
 only in the submission's own folder and a private ``/tmp``; it runs in new namespaces with no
 capability and a cleared environment (:class:`grader.nbgrader.kernels.SandboxedKernelManager` says
-what
-and why). :func:`check_sandbox` starts a trivial sandbox once, so that grading refuses to start
+what and why). :func:`check_sandbox` starts a trivial sandbox once, so that grading refuses to start
 on a machine where bubblewrap is missing or cannot create namespaces.
 """
 
@@ -42,8 +41,8 @@ def check_sandbox() -> None:
 
 
 # What the kernel's interpreter reads, asked of that interpreter itself (``-I``: no cwd, no
-# PYTHONPATH, no user site, as in the sandbox's cleared environment; packages found, not
-# imported). Not this process's own view: nbgrader puts its working folder first on sys.path
+# PYTHONPATH, no user site, as in the sandbox's cleared environment; packages found, not imported).
+# Not this process's own view: nbgrader puts its working folder first on sys.path
 # (nbgrader/apps/baseapp.py, 0.9.6), and ``python -m`` the current folder, so a course folder
 # holding a ``course/`` of its own (a clone) named that one, not the one the kernel imports.
 PROBE = """import importlib.util, json, sys
@@ -56,24 +55,24 @@ print(json.dumps({
 }))
 """
 PROBE_SECONDS = 60
-# Never bound whole, nor a folder above them: the kernel's own /tmp, /dev/shm and /proc are
-# private (a bound /tmp would show every other submission's scratch course).
+# Never bound whole, nor a folder above them: the kernel's own /tmp, /dev/shm and /proc are private
+# (a bound /tmp would show every other submission's scratch course).
 GUARDED = ["/tmp", "/dev/shm", "/proc"]
 
 
 def kernel_python() -> str:
-    """The interpreter every kernel runs: this one, named through the real folder of its
-    virtualenv (a ``.venv`` that is a link: the link's own path is not in the sandbox), its file
-    name kept (a venv's ``python`` is a link to the base interpreter, and Python finds its
-    virtualenv from the name it was started as)."""
+    """The interpreter every kernel runs: this one, named through the real folder of its virtualenv
+    (a ``.venv`` that is a link: the link's own path is not in the sandbox), its file name kept (a
+    venv's ``python`` is a link to the base interpreter, and Python finds its virtualenv from the
+    name it was started as)."""
     folder, name = os.path.split(os.path.abspath(sys.executable))
     return os.path.join(os.path.realpath(folder), name)
 
 
 def readable_roots(python: str | None = None) -> list[str]:
-    """Folders the kernel must read, resolved: its interpreter's prefixes and binary, every
-    folder on its sys.path and the ``course`` package it imports (:func:`kernel_reads`); with
-    ``python`` (a kernel spec's own interpreter), that one's too."""
+    """Folders the kernel must read, resolved: its interpreter's prefixes and binary, every folder
+    on its sys.path and the ``course`` package it imports (:func:`kernel_reads`); with ``python`` (a
+    kernel spec's own interpreter), that one's too."""
     folders = set(kernel_reads(kernel_python()))
     if python and python != kernel_python():
         folders |= set(kernel_reads(python))
@@ -83,8 +82,8 @@ def readable_roots(python: str | None = None) -> list[str]:
 @functools.cache
 def kernel_reads(python: str) -> tuple[str, ...]:
     """The folders ``python`` reads to run a kernel (see :func:`readable_roots`): asked of it
-    (:data:`PROBE`), once per process. A folder on its path that would show more than code is
-    left out (:func:`_too_wide`): only the ``course/`` of a course folder is bound."""
+    (:data:`PROBE`), once per process. A folder on its path that would show more than code is left
+    out (:func:`_too_wide`): only the ``course/`` of a course folder is bound."""
     seen = probe(python)
     course = {os.path.realpath(f) for f in seen["course"]}
     guarded = [*GUARDED, os.getcwd()]
@@ -114,8 +113,8 @@ def probe(python: str) -> dict:
 
 
 def check_installed() -> None:
-    """Fail with a clear message unless the course is installed in this Python: every process
-    of grading imports the grader from the installation, never from the current folder."""
+    """Fail with a clear message unless the course is installed in this Python: every process of
+    grading imports the grader from the installation, never from the current folder."""
     if not probe(kernel_python()).get("grader", True):
         raise CourseError(
             f"the course is not installed in this Python ({sys.executable}): run `make setup` "
@@ -124,10 +123,10 @@ def check_installed() -> None:
 
 
 def _too_wide(folder: str, guarded: list[str]) -> bool:
-    """Whether a folder of the kernel's path must not be bound: a course folder (the solutions
-    in source/, the gradebook: a clone installed by a static ``.pth``), or a folder holding one
-    of ``guarded`` (the current folder, the course folder above ``course/``, the sandbox's
-    private folders)."""
+    """Whether a folder of the kernel's path must not be bound: a course folder (the solutions in
+    source/, the gradebook: a clone installed by a static ``.pth``), or a folder holding one of
+    ``guarded`` (the current folder, the course folder above ``course/``, the sandbox's private
+    folders)."""
     if _course_folder(folder):
         return True
     return any(g == folder or g.startswith(folder.rstrip("/") + "/") for g in guarded)
@@ -176,9 +175,9 @@ def sandbox_command(
     return [*args, "--", python, "-I", "-S", "-c", NEW_SESSION_KEYRING, *kernel]
 
 
-# Run first in the sandbox, then replaced by the kernel: a session keyring of the kernel's own.
-# The grader's (a login session has one) would otherwise be shared by every kernel it starts,
-# a place to leave a key for the next submission. keyctl's system call (operation 1: join).
+# Run first in the sandbox, then replaced by the kernel: a session keyring of the kernel's own. The
+# grader's (a login session has one) would otherwise be shared by every kernel it starts, a place to
+# leave a key for the next submission. keyctl's system call (operation 1: join).
 NEW_SESSION_KEYRING = """import ctypes, os, sys
 number = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)
 if number is not None and ctypes.CDLL(None, use_errno=True).syscall(number, 1, None) < 0:
@@ -188,14 +187,14 @@ os.execv(sys.argv[1], sys.argv[1:])
 
 
 def system_binds(etc_files: list[str], tmp_size_mb: int, python: str | None = None) -> list[str]:
-    """bwrap's arguments for what every sandbox sees: a private ``/tmp``, and read-only the
-    system, the listed files of ``/etc`` and what the kernel's Python reads (its installation,
-    the virtualenv, ``course/``: :func:`readable_roots`, with ``python``'s if given)."""
+    """bwrap's arguments for what every sandbox sees: a private ``/tmp``, and read-only the system,
+    the listed files of ``/etc`` and what the kernel's Python reads (its installation, the
+    virtualenv, ``course/``: :func:`readable_roots`, with ``python``'s if given)."""
     # /tmp first: the folders bound below may live under /tmp (a clone there, say).
     args = ["--size", str(tmp_size_mb * 2**20), "--tmpfs", "/tmp"]
     args += ["--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev"]
-    # The host's settings, read-only: bubblewrap leaves /proc/sys writable to a process whose
-    # user is root on the host (the grader run as root), capabilities or not.
+    # The host's settings, read-only: bubblewrap leaves /proc/sys writable to a process whose user
+    # is root on the host (the grader run as root), capabilities or not.
     args += ["--ro-bind", "/proc/sys", "/proc/sys"]
     for link in ("bin", "lib", "lib64", "sbin"):
         if os.path.islink(f"/{link}"):

@@ -1,27 +1,27 @@
-"""Each kernel's own cgroups, where the grader runs as root (CI, a container, the demo): a cap
-on its processes and a fair share of the processors.
+"""Each kernel's own cgroups, where the grader runs as root (CI, a container, the demo): a cap on
+its processes and a fair share of the processors.
 
 The limit on processes (``c.Limits.processes``) is an rlimit, RLIMIT_NPROC, which Linux does not
-apply to the host's root user: a kernel graded by root could fork until the machine had no
-process left to give (a fork bomb). And a kernel with many busy processes or threads takes the
-processors from the other worker's kernel, whose cells then run out of time through no fault of
-their own. Run as root, the grader therefore puts each kernel, cold or warm, in a cgroup of its
-own under ``course-kernels/`` of each hierarchy that has the ``pids`` or the ``cpu`` controller
-(cgroup v1 or v2): ``pids.max`` is the limit (processes and threads, as RLIMIT_NPROC counts
-them), and the ``cpu`` controller shares the processors between the kernels' cgroups, not
-between their threads. The kernel joins them before its sandbox starts and never sees them (no
-cgroup file system in the sandbox). Where none can be written (an ordinary user, whom
-RLIMIT_NPROC limits, or a container whose cgroups are read-only), kernels get none.
+apply to the host's root user: a kernel graded by root could fork until the machine had no process
+left to give (a fork bomb). And a kernel with many busy processes or threads takes the processors
+from the other worker's kernel, whose cells then run out of time through no fault of their own. Run
+as root, the grader therefore puts each kernel, cold or warm, in a cgroup of its own under
+``course-kernels/`` of each hierarchy that has the ``pids`` or the ``cpu`` controller (cgroup v1 or
+v2): ``pids.max`` is the limit (processes and threads, as RLIMIT_NPROC counts them), and the ``cpu``
+controller shares the processors between the kernels' cgroups, not between their threads. The kernel
+joins them before its sandbox starts and never sees them (no cgroup file system in the sandbox).
+Where none can be written (an ordinary user, whom RLIMIT_NPROC limits, or a container whose cgroups
+are read-only), kernels get none.
 
-    groups = kernel_groups(512)   # the new cgroups (a list, empty where none can be made)
-    join(groups)                  # in the kernel's first process, before the sandbox
-    remove(groups)                # once the kernel has ended
+    groups = kernel_groups(512) # the new cgroups (a list, empty where none can be made)
+    join(groups) # in the kernel's first process, before the sandbox remove(groups) # once the
+    kernel has ended
 
 A cgroup is empty from when it is made until its kernel joins it, which another process does (a
-kernel's launcher, or the zygote), while other workers make and remove theirs: so the cgroups
-of ended kernels that :func:`remove_ended` removes are only those made :data:`JOIN_SECONDS` ago
-or more (their name says when). Removing any empty one once put a starting kernel's cgroups
-away before it joined them: the kernel ran uncapped.
+kernel's launcher, or the zygote), while other workers make and remove theirs: so the cgroups of
+ended kernels that :func:`remove_ended` removes are only those made :data:`JOIN_SECONDS` ago or more
+(their name says when). Removing any empty one once put a starting kernel's cgroups away before it
+joined them: the kernel ran uncapped.
 """
 
 from __future__ import annotations
@@ -34,16 +34,16 @@ import time
 
 PARENT = "course-kernels"
 CONTROLLERS = ("pids", "cpu")
-# Far more than a kernel takes to join its cgroups once they are made (its start, which times
-# out long before): an empty cgroup younger than that may be a starting kernel's.
+# Far more than a kernel takes to join its cgroups once they are made (its start, which times out
+# long before): an empty cgroup younger than that may be a starting kernel's.
 JOIN_SECONDS = 600
 MADE_AT = re.compile(r"kernel-(\d+)-")  # kernel-SECONDS-RANDOM: when it was made
 
 
 @functools.cache
 def parents() -> dict[str, str]:
-    """``course-kernels/`` of the hierarchy of each controller, made if need be (one folder for
-    both in cgroup v2): the controllers found writable by this process, none if it is not root."""
+    """``course-kernels/`` of the hierarchy of each controller, made if need be (one folder for both
+    in cgroup v2): the controllers found writable by this process, none if it is not root."""
     if os.geteuid() != 0:
         return {}  # RLIMIT_NPROC holds for everyone else
     try:
@@ -111,8 +111,8 @@ def kernel_groups(limit: int) -> list[str]:
 
 
 def remove_ended() -> None:
-    """Remove the cgroups of the kernels that have ended (one is refused while in use), of
-    those made :data:`JOIN_SECONDS` ago or more: a younger one may be a starting kernel's."""
+    """Remove the cgroups of the kernels that have ended (one is refused while in use), of those
+    made :data:`JOIN_SECONDS` ago or more: a younger one may be a starting kernel's."""
     made_before = time.time() - JOIN_SECONDS
     for folder in folders():
         names = [n for n in os.listdir(folder) if n.startswith("kernel-")]
@@ -133,8 +133,8 @@ def join(groups: list[str]) -> None:
 
 
 def remove(groups: list[str], wait: float = 0.0) -> None:
-    """Remove each of ``groups`` that no process is left in (its files go with it), waiting
-    up to ``wait`` seconds in all for the last processes in them to end."""
+    """Remove each of ``groups`` that no process is left in (its files go with it), waiting up to
+    ``wait`` seconds in all for the last processes in them to end."""
     end = time.monotonic() + wait
     for group in groups:
         while os.path.isdir(group):

@@ -1,17 +1,16 @@
 """Run a command under resource limits: ``python -m grader.sandbox.rlimits [LIMITS] -- COMMAND...``.
 
 :mod:`grader.coordinator.nbgrader_run` starts each ``nbgrader autograde`` through this module rather
-than with
-``subprocess.Popen(preexec_fn=...)``, which the Python documentation calls unsafe in a process
-with threads (the grading pipeline starts submissions from worker threads). This process sets
-the rlimits with :func:`resource.setrlimit` and then replaces itself with the command
-(:func:`os.execvp`): the command keeps this process id, so killing the id the caller started
-kills the command, and the limits hold for it and for every process it starts (its kernels).
+than with ``subprocess.Popen(preexec_fn=...)``, which the Python documentation calls unsafe in a
+process with threads (the grading pipeline starts submissions from worker threads). This process
+sets the rlimits with :func:`resource.setrlimit` and then replaces itself with the command
+(:func:`os.execvp`): the command keeps this process id, so killing the id the caller started kills
+the command, and the limits hold for it and for every process it starts (its kernels).
 
-Limits set: address space (``--memory-mb``), size of a written file (``--file-size-mb``),
-processes of the user (``--processes``; not enforced for root), and no core dumps. With
-``--cgroup`` (repeated), the command also runs in those cgroups (:mod:`grader.sandbox.cgroups`: a
-kernel's cap on processes that holds for root, and its share of the processors).
+Limits set: address space (``--memory-mb``), size of a written file (``--file-size-mb``), processes
+of the user (``--processes``; not enforced for root), and no core dumps. With ``--cgroup``
+(repeated), the command also runs in those cgroups (:mod:`grader.sandbox.cgroups`: a kernel's cap on
+processes that holds for root, and its share of the processors).
 """
 
 from __future__ import annotations
@@ -38,8 +37,8 @@ def wrap(
     group = [argument for g in groups or [] for argument in ("--cgroup", g)]
     # -P: the current folder is not put first on sys.path. A kernel's wrapper starts in the
     # submission's folder, outside the sandbox: a `grader/sandbox/rlimits.py` handed in there ran
-    # instead of this one, as the grader's user. Every `python -m` of the grader has it, so
-    # that its code is that of the `course` command, never a course folder's own copy.
+    # instead of this one, as the grader's user. Every `python -m` of the grader has it, so that its
+    # code is that of the `course` command, never a course folder's own copy.
     return [
         sys.executable, "-P", "-m", "grader.sandbox.rlimits",
         "--memory-mb", str(memory_mb),

@@ -1,14 +1,14 @@
 """Before any student cell runs: can the grading kernel import the course?
 
-A kernel whose Python cannot import ``course`` (the course installed in another environment,
-the sandbox not showing where it is installed) fails every test cell of the notebook: the
-submission would be recorded as a student's zero, "graded". So the kernel is asked first
+A kernel whose Python cannot import ``course`` (the course installed in another environment, the
+sandbox not showing where it is installed) fails every test cell of the notebook: the submission
+would be recorded as a student's zero, "graded". So the kernel is asked first
 (:func:`check_course_importable`, called by
-:class:`grader.nbgrader.preprocessors.ExecuteKeepingPoints`
-on every path that grades): ``import course``, and the assignment's own package. When that
-fails, no cell runs, nbgrader records no score (the gradebook keeps the submission's earlier
-grades), the grading report says "not graded" with the kernel's error and what to fix, and the
-`course` command says the same (:func:`grader.coordinator.nbgrader_run.first_error` finds
+:class:`grader.nbgrader.execute_keeping_points.ExecuteKeepingPoints`
+on every path that grades): ``import course``, and the assignment's own package. When that fails, no
+cell runs, nbgrader records no score (the gradebook keeps the submission's earlier grades), the
+grading report says "not graded" with the kernel's error and what to fix, and the `course` command
+says the same (:func:`grader.coordinator.nbgrader_run.first_error` finds
 :data:`MARKER` in nbgrader's log). The check is the grader's own: it does not depend on
 anything the notebook's cells do.
 """
@@ -67,8 +67,8 @@ class CourseNotImportable(RuntimeError):
 
 
 def check_course_importable(client: Execute, assignment: str) -> None:
-    """Ask ``client``'s kernel to import ``course`` and ``course.ASSIGNMENT`` (if it exists);
-    raise :class:`CourseNotImportable` with the kernel's error and what to fix if it cannot."""
+    """Ask ``client``'s kernel to import ``course`` and ``course.ASSIGNMENT`` (if it exists); raise
+    :class:`CourseNotImportable` with the kernel's error and what to fix if it cannot."""
     package = f"course.{assignment}" if assignment else "course"
     code = CODE.format(package=package, shadow=SHADOW)
     try:
@@ -87,9 +87,9 @@ def check_course_importable(client: Execute, assignment: str) -> None:
 
 
 def _report(client: Execute, message: str) -> None:
-    """The grading report's line for this notebook: not graded, why. In the course folder on
-    plain nbgrader's path; on `course autograde`'s, in the scratch course (removed), the run
-    writing its own line from nbgrader's log."""
+    """The grading report's line for this notebook: not graded, why. In the course folder on plain
+    nbgrader's path; on `course autograde`'s, in the scratch course (removed), the run writing its
+    own line from nbgrader's log."""
     info = client.resources.get("nbgrader", {})
     assignment, student = str(info.get("assignment", "")), str(info.get("student", ""))
     if not assignment or not student:

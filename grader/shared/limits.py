@@ -1,11 +1,11 @@
 """The limits one submission is graded under: configured, and derived from the reference run.
 
 - :class:`Limits`: the ceilings set in ``nbgrader_config.py`` (``c.Limits.*``): wall-clock
-  seconds for a whole submission, address space (memory), size of a written file, processes,
-  and the disk quota of a submission's folder after grading (:mod:`grader.shared.quota`).
+  seconds for a whole submission, address space (memory), size of a written file, processes, and the
+  disk quota of a submission's folder after grading (:mod:`grader.shared.quota`).
 - :class:`TimeLimits`: the cell and submission time limits of one assignment. A fixed limit
-  (120 s a cell, 900 s a submission) lets a loop that never ends hold a worker for 15 minutes,
-  so grading allows, per submission (:func:`time_limits`):
+  (120 s a cell, 900 s a submission) lets a loop that never ends hold a worker for 15 minutes, so
+  grading allows, per submission (:func:`time_limits`):
 
   - a cell: ``CELL_FACTOR`` x the slowest cell of the reference run, at least ``CELL_FLOOR``;
   - a submission: ``SUBMISSION_FACTOR`` x the whole reference run, at least
@@ -17,9 +17,8 @@
 
 How they are enforced: the time limits by nbclient (a cell) and by the grader, which kills the
 ``nbgrader autograde`` process (:mod:`grader.coordinator.nbgrader_run`); memory, file size and
-processes by
-POSIX rlimits, set by :mod:`grader.sandbox.rlimits`; the disk quota by the grader after grading
-(:mod:`grader.shared.quota`).
+processes by POSIX rlimits, set by :mod:`grader.sandbox.rlimits`; the disk quota by the grader after
+grading (:mod:`grader.shared.quota`).
 """
 
 from __future__ import annotations

@@ -31,8 +31,8 @@ class Notes(Configurable):
 
 
 def read_notes(path: Path) -> list[str]:
-    """The notes at ``path`` for the report: the removed copies (each once), then the cells
-    stopped, the kernels that died and the outputs cut (empty without a file)."""
+    """The notes at ``path`` for the report: the removed copies (each once), then the cells stopped,
+    the kernels that died and the outputs cut (empty without a file)."""
     notes = json.loads(path.read_text()) if path.is_file() else {}
     removed = list(dict.fromkeys(notes.get("removed", [])))
     return removed + [n for kind in KINDS[1:] for n in notes.get(kind, [])]

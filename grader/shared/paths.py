@@ -42,8 +42,8 @@ def load_config(root: Path) -> Config:
 def use_this_python() -> None:
     """Put this interpreter's folder first on PATH.
 
-    nbgrader runs helper programs (``alembic``) and kernels by name; they must come from the
-    same environment as the ``course`` command, not from whatever is first on PATH.
+    nbgrader runs helper programs (``alembic``) and kernels by name; they must come from the same
+    environment as the ``course`` command, not from whatever is first on PATH.
     """
     bin_dir = str(Path(sys.executable).parent)
     parts = os.environ.get("PATH", "").split(os.pathsep)

@@ -5,8 +5,7 @@ A kernel's own standard output and error are its nbgrader process's (a subproces
 print without end there: the grader once kept all of it in memory (600 MB printed, 1.8 GB held by
 the grading process). The log is read only for why a run failed (its last lines, see
 :func:`grader.coordinator.nbgrader_run.first_error`): its first :data:`HEAD` and last :data:`TAIL`
-bytes are
-kept, and how much was left out between them is said.
+bytes are kept, and how much was left out between them is said.
 """
 
 from __future__ import annotations
@@ -22,8 +21,8 @@ TAIL = 1024 * 1024
 
 
 def read_all(fd: int, timeout: float | None = None) -> str:
-    """Read ``fd`` to its end within ``timeout`` seconds (``subprocess.TimeoutExpired`` after);
-    its first :data:`HEAD` and last :data:`TAIL` bytes, decoded."""
+    """Read ``fd`` to its end within ``timeout`` seconds (``subprocess.TimeoutExpired`` after); its
+    first :data:`HEAD` and last :data:`TAIL` bytes, decoded."""
     end = time.monotonic() + (timeout if timeout is not None else 1e9)
     head, tail, kept, dropped = b"", deque(), 0, 0
     while True:

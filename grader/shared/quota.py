@@ -1,14 +1,13 @@
 """The disk quota of a submission: what its folder may hold after grading (``c.Limits.disk_mb``).
 
-A submission's kernel may write in its own folder (the sandbox lets it, and each file is held
-to ``c.Limits.file_size_mb`` by an rlimit), so a notebook that writes six files of 400 MB would
-leave 2.4 GB in ``autograded/STUDENT/ASSIGNMENT`` after grading, and a Dask worker would send
-them back. So, after grading and before anything is copied into the course or returned by a
-worker, the largest files are removed until the folder fits the quota (:func:`enforce`); the
-graded notebooks themselves are always kept, and so are the points. The report line says what
-was removed (status "over quota"). The coordinator applies the same rule to what a worker
-returns (:func:`over_quota`), so a worker running other limits cannot fill the course folder
-either.
+A submission's kernel may write in its own folder (the sandbox lets it, and each file is held to
+``c.Limits.file_size_mb`` by an rlimit), so a notebook that writes six files of 400 MB would leave
+2.4 GB in ``autograded/STUDENT/ASSIGNMENT`` after grading, and a Dask worker would send them back.
+So, after grading and before anything is copied into the course or returned by a worker, the largest
+files are removed until the folder fits the quota (:func:`enforce`); the graded notebooks themselves
+are always kept, and so are the points. The report line says what was removed (status "over quota").
+The coordinator applies the same rule to what a worker returns (:func:`over_quota`), so a worker
+running other limits cannot fill the course folder either.
 """
 
 from __future__ import annotations
@@ -25,8 +24,7 @@ STATUS = "over quota"
 def over_quota(sizes: Mapping[str, int], quota_mb: int, keep: Iterable[str] = ()) -> list[str]:
     """The files to remove (relative paths, largest first) so that the rest of ``sizes`` (path
     -> bytes) holds at most ``quota_mb`` MB in at most :data:`MAX_FILES` files; the paths in
-    ``keep`` are never removed (empty when the files fit, or when ``quota_mb`` is 0: no
-    quota)."""
+    ``keep`` are never removed (empty when the files fit, or when ``quota_mb`` is 0: no quota)."""
     total, count = sum(sizes.values()), len(sizes)
     if quota_mb <= 0 or (total <= quota_mb * MB and count <= MAX_FILES):
         return []

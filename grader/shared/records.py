@@ -1,19 +1,18 @@
 """What grading records of each submission for the class report (``course report``).
 
-One JSON file per (assignment, student), ``grading_records/ASSIGNMENT/STUDENT.json`` in the
-course folder, written by the coordinator when it merges a graded submission
+One JSON file per (assignment, student), ``grading_records/ASSIGNMENT/STUDENT.json`` in the course
+folder, written by the coordinator when it merges a graded submission
 (:func:`grader.coordinator.grading.merge`), outside the student's folder (a submission cannot plant
 one):
 
-    {"seconds": 12.3,                       # the time the submission took to grade
+    {"seconds": 12.3, # the time the submission took to grade
      "notebooks": {NOTEBOOK: {
-         "verdicts": {GRADE_ID: None | "why it fails"},   # the trusted judge's
-         "mistakes": {GRADE_ID: {"key": KEY, "message": TEXT}},
-         "refused": ""}}}
+         "verdicts": {GRADE_ID: None | "why it fails"}, # the trusted judge's "mistakes": {GRADE_ID:
+         {"key": KEY, "message": TEXT}}, "refused": ""}}}
 
-``KEY`` is the stable key of the check that failed (:func:`course.testcells.mistake_key`), as
-the judge recorded it where it made the verdict: the class report counts mistakes by key and
-never reads the text of an output.
+``KEY`` is the stable key of the check that failed (:func:`course.testcells.mistake_key`), as the
+judge recorded it where it made the verdict: the class report counts mistakes by key and never reads
+the text of an output.
 """
 
 from __future__ import annotations

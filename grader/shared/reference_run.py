@@ -4,8 +4,7 @@
 reference student (solutions and hidden tests included), and records how long it took in
 ``reference_runs.json`` beside the gradebook, with the SHA-256 of the notebook it ran.
 :func:`grader.shared.limits.time_limits` derives each submission's cell and submission time limits
-from
-it. A record whose notebook changed since is not used (the configured limits apply) until the
+from it. A record whose notebook changed since is not used (the configured limits apply) until the
 next ``course release``.
 """
 

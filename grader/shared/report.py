@@ -3,10 +3,9 @@
 ``grading_report.csv`` in the course folder keeps the latest line of every (assignment, student,
 notebook): graded, flagged (tampering; no points), timed out (a cell ran past the time limit and
 ignored the interrupt, or the submission's time was spent: graded with the points of the cells
-before it), over quota (graded; files
-over the disk quota removed), not graded (the run failed or passed a limit; earlier scores are
-kept), missing notebook, or ignored (a notebook that is not part of the assignment).
-``course grades`` prints the lines that are not plain "graded".
+before it), over quota (graded; files over the disk quota removed), not graded (the run failed or
+passed a limit; earlier scores are kept), missing notebook, or ignored (a notebook that is not part
+of the assignment). ``course grades`` prints the lines that are not plain "graded".
 """
 
 from __future__ import annotations

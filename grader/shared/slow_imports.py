@@ -1,6 +1,6 @@
-"""A slow import left out of every process that loads nbgrader: ``jsonschema``'s optional IRI
-format checker (``rfc3987_syntax``) builds a Lark grammar at import time, more than a second of CPU,
-for a format no notebook schema uses (:mod:`grader.nbgrader.main` explains)."""
+"""A slow import left out of every process that loads nbgrader: ``jsonschema``'s optional IRI format
+checker (``rfc3987_syntax``) builds a Lark grammar at import time, more than a second of CPU, for a
+format no notebook schema uses (:mod:`grader.nbgrader.main` explains)."""
 
 import sys
 

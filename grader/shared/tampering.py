@@ -6,11 +6,11 @@ Two layers, because code running in the kernel can reach anything else in the ke
    on before any student code runs, and every check verifies that they are unchanged. A failed
    verification raises an error whose message starts with :data:`MARKER`.
 2. After grading, :func:`scan_notebook` reads every code cell of the graded notebook that is not
-   the course's own (whatever its metadata says) and flags code that patches modules or the
-   course's helpers, edits ``sys.modules`` or builtins, reads the hidden tests' names or the
-   grader's frames, opens the course's test and solution files, or imports the module of
-   another assignment (``course.d_language_model`` in assignment A, say); it also finds the
-   run-time marker in the outputs.
+   the course's own (whatever its metadata says) and flags code that patches modules or the course's
+   helpers, edits ``sys.modules`` or builtins, reads the hidden tests' names or the grader's frames,
+   opens the course's test and solution files, or imports the module of another assignment
+   (``course.d_language_model`` in assignment A, say); it also finds the run-time marker in the
+   outputs.
 
 A flagged notebook is marked ``flagged`` in the gradebook and earns no points (see
 :func:`grader.coordinator.grading.examine`).
@@ -75,8 +75,8 @@ def scan_source(
 ) -> list[str]:
     """Reasons to flag one cell of student code (empty when nothing is suspicious).
 
-    ``protected`` are names the read-only cells bind (imports of helpers); ``hidden`` are the
-    names the hidden tests define; ``foreign`` are the other assignments, whose modules
+    ``protected`` are names the read-only cells bind (imports of helpers); ``hidden`` are the names
+    the hidden tests define; ``foreign`` are the other assignments, whose modules
     (``course.<assignment>``) this notebook may not import.
     """
     try:
@@ -217,9 +217,9 @@ def _names(code: str) -> set[str]:
 def student_cells(graded: NotebookNode, source_nb: NotebookNode) -> list[NotebookNode]:
     """The code cells of a graded notebook that are not the course's own code.
 
-    A cell is the course's when its text is exactly that of a code cell of the instructor's
-    notebook (nbgrader restored it from the gradebook); the metadata of a submitted notebook
-    (``locked``, ``grade_id``) is the student's to edit, so it decides nothing here.
+    A cell is the course's when its text is exactly that of a code cell of the instructor's notebook
+    (nbgrader restored it from the gradebook); the metadata of a submitted notebook (``locked``,
+    ``grade_id``) is the student's to edit, so it decides nothing here.
     """
     ours = {c.source.strip() for c in source_nb.cells if c.cell_type == "code"}
     return [c for c in graded.cells if c.cell_type == "code" and c.source.strip() not in ours]
@@ -250,15 +250,14 @@ def scan_notebook(
     return sorted(set(reasons))
 
 
-# CPython 3.11 can fail `ast.parse` run in two threads at once with "SystemError: AST
-# constructor recursion depth mismatch" (python/cpython#106905); grading threads scan one at a
-# time.
+# CPython 3.11 can fail `ast.parse` run in two threads at once with "SystemError: AST constructor
+# recursion depth mismatch" (python/cpython#106905); grading threads scan one at a time.
 _PARSING = threading.Lock()
 
 
 def scan_graded(root: Path, assignment: str, student: str, notebook: str) -> list[str]:
-    """:func:`scan_notebook` on ``autograded/STUDENT/ASSIGNMENT/NOTEBOOK.ipynb`` of the course
-    at ``root``, against its source notebook (empty when it was not graded)."""
+    """:func:`scan_notebook` on ``autograded/STUDENT/ASSIGNMENT/NOTEBOOK.ipynb`` of the course at
+    ``root``, against its source notebook (empty when it was not graded)."""
     graded_path = root / "autograded" / student / assignment / f"{notebook}.ipynb"
     if not graded_path.is_file():
         return []
@@ -273,7 +272,7 @@ def scan_graded(root: Path, assignment: str, student: str, notebook: str) -> lis
 
 @functools.lru_cache(maxsize=32)
 def _source(path: str, mtime_ns: int, size: int) -> tuple[NotebookNode, set[str], set[str]]:
-    """The source notebook at ``path`` and the names it binds, read and parsed once per version
-    of the file, not once per submission (the grading threads only read them)."""
+    """The source notebook at ``path`` and the names it binds, read and parsed once per version of
+    the file, not once per submission (the grading threads only read them)."""
     source = read_notebook(Path(path))
     return source, protected_names(source), hidden_names(source)

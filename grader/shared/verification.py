@@ -1,31 +1,30 @@
 """Verdicts that student code cannot change: the grader's side of the trusted verification.
 
-This module is the whole of it on the grader's side: the seed of a submission
-(:func:`seed_for`), the judge process and its verdicts on the graded notebooks
-(:class:`Judge`, :func:`judge_notebooks`) and those verdicts applied to the gradebook
-(:func:`apply_verdicts`). In the words of the code: the kernel *observes* (writes the
-observations file), the *judge* decides, the grader *verifies* the points against its verdicts.
+This module is the whole of it on the grader's side: the seed of a submission (:func:`seed_for`),
+the judge process and its verdicts on the graded notebooks (:class:`Judge`, :func:`judge_notebooks`)
+and those verdicts applied to the gradebook (:func:`apply_verdicts`). In the words of the code: the
+kernel *observes* (writes the observations file), the *judge* decides, the grader *verifies* the
+points against its verdicts.
 
-The notebook's own test cells run in the student's kernel, where student code can replace
-whatever they call (from a string given to ``exec``, through IPython's namespace, ...). So each
-notebook is verified a second time, where no student code runs:
+The notebook's own test cells run in the student's kernel, where student code can replace whatever
+they call (from a string given to ``exec``, through IPython's namespace, ...). So each notebook is
+verified a second time, where no student code runs:
 
-1. after the last cell, :class:`grader.nbgrader.preprocessors.ExecuteKeepingPoints` runs
+1. after the last cell, :class:`grader.nbgrader.execute_keeping_points.ExecuteKeepingPoints` runs
    :func:`course.verify.observe` in the same (sandboxed) kernel with a seed drawn here for this
-   submission: the student's functions and classes are called on inputs drawn from that seed,
-   and their results are saved as tensors and plain values (if the kernel died, in a fresh
-   kernel that re-runs the notebook's code cells up to the one that killed it);
+   submission: the student's functions and classes are called on inputs drawn from that seed, and
+   their results are saved as tensors and plain values (if the kernel died, in a fresh kernel that
+   re-runs the notebook's code cells up to the one that killed it);
 2. the judge (``python -m judge``, a separate process outside the sandbox, started once per
-   grading run, or forked for the run by the judge server of kept warm workers) loads that
-   file with ``torch.load(weights_only=True)``, draws the same inputs and gives every test
-   cell its verdict (:mod:`judge`);
+   grading run, or forked for the run by the judge server of kept warm workers) loads that file with
+   ``torch.load(weights_only=True)``, draws the same inputs and gives every test cell its verdict
+   (:mod:`judge`);
 3. :func:`disagreements` compares those verdicts with the points the notebook's own cells gave.
-   The judge's verdict stands: a cell that earned points in the kernel but fails in the judge
-   earns nothing, and so does every cell when the observations are missing or unreadable
-   (:func:`apply_verdicts`); the notebook is flagged so that the instructor sees it, and the
-   report says which cells and why.
-   (The judge draws fresh inputs, so code that is wrong only for inputs the notebook's fixed
-   hidden tests missed loses those cells too; the rest of its points stay.)
+   The judge's verdict stands: a cell that earned points in the kernel but fails in the judge earns
+   nothing, and so does every cell when the observations are missing or unreadable
+   (:func:`apply_verdicts`); the notebook is flagged so that the instructor sees it, and the report
+   says which cells and why. (The judge draws fresh inputs, so code that is wrong only for inputs
+   the notebook's fixed hidden tests missed loses those cells too; the rest of its points stay.)
 """
 
 from __future__ import annotations
@@ -64,8 +63,8 @@ def new_seed() -> int:
 
 
 def seed_for(assignment: str, judge: Judge | None) -> int:
-    """The seed of one submission's observations: 0 (not verified) without a judge or without
-    a judge of ``assignment``."""
+    """The seed of one submission's observations: 0 (not verified) without a judge or without a
+    judge of ``assignment``."""
     return new_seed() if judge is not None and has_judge(assignment) else 0
 
 
@@ -80,9 +79,9 @@ class Verification:
 
 
 class Judge:
-    """One ``python -m judge`` process, shared by the grading threads of a run; or, with
-    ``address`` (the socket of the kept warm workers' judge server, :mod:`grader.warm.service`),
-    a judge forked for this run from one that imported torch already."""
+    """One ``python -m judge`` process, shared by the grading threads of a run; or, with ``address``
+    (the socket of the kept warm workers' judge server, :mod:`grader.warm.service`), a judge forked
+    for this run from one that imported torch already."""
 
     def __init__(self, address: str | None = None) -> None:
         self.address = address
@@ -113,8 +112,8 @@ class Judge:
         return Verification(verdicts, refused, contract.read_mistakes(line))
 
     def start(self) -> None:
-        """Start the judge process now (it imports torch), so that the first verdicts do not
-        wait for it: a run starts it while its first kernels run."""
+        """Start the judge process now (it imports torch), so that the first verdicts do not wait
+        for it: a run starts it while its first kernels run."""
         with self._lock:
             self._started()
 
@@ -141,8 +140,8 @@ class Judge:
         return process
 
     def close(self) -> None:
-        """Stop the judge process (at once: it keeps nothing, and it may still be importing
-        torch when a run is interrupted); a verdict asked for after this is refused."""
+        """Stop the judge process (at once: it keeps nothing, and it may still be importing torch
+        when a run is interrupted); a verdict asked for after this is refused."""
         self._closed = True
         if self._process is not None:
             self._process.kill()
@@ -184,8 +183,8 @@ class ForkedJudge:
 def judge_notebooks(
     judge: Judge | None, assignment: str, seed: int, folder: Path
 ) -> dict[str, Verification]:
-    """The judge's verdicts on every graded notebook in ``folder``, by notebook name (empty
-    when ``seed`` is 0); the observation files are removed from ``folder`` afterwards."""
+    """The judge's verdicts on every graded notebook in ``folder``, by notebook name (empty when
+    ``seed`` is 0); the observation files are removed from ``folder`` afterwards."""
     verifications = {}
     if seed and judge is not None:
         for name in sorted(p.stem for p in folder.glob("*.ipynb")):
@@ -197,9 +196,9 @@ def judge_notebooks(
 
 
 def apply_verdicts(row: SubmittedNotebook, verification: Verification) -> list[str]:
-    """The judge's verdicts stand: every test cell of the gradebook's ``row`` (a submitted
-    notebook) whose points they do not uphold earns nothing and the notebook is flagged.
-    Returns why, one reason per overruled cell (empty: the notebook keeps its points)."""
+    """The judge's verdicts stand: every test cell of the gradebook's ``row`` (a submitted notebook)
+    whose points they do not uphold earns nothing and the notebook is flagged. Returns why, one
+    reason per overruled cell (empty: the notebook keeps its points)."""
     scores = {grade.name: grade.auto_score for grade in row.grades}
     overruled = disagreements(verification, scores)
     if overruled:
@@ -211,9 +210,9 @@ def apply_verdicts(row: SubmittedNotebook, verification: Verification) -> list[s
 
 
 def disagreements(verification: Verification, scores: dict[str, float]) -> dict[str, str]:
-    """Test cells whose points cannot stand, with the reason: each cell that earned points in
-    the kernel (``scores``: grade id -> points) but fails in the judge, or every cell that
-    earned points when the observations are missing or unreadable. Empty when they agree."""
+    """Test cells whose points cannot stand, with the reason: each cell that earned points in the
+    kernel (``scores``: grade id -> points) but fails in the judge, or every cell that earned points
+    when the observations are missing or unreadable. Empty when they agree."""
     earned = sorted(cell for cell, points in scores.items() if points and points > 0)
     if verification.refused:
         reason = f"could not be verified ({verification.refused})"
@@ -231,9 +230,9 @@ def settle(
 ) -> list[str]:
     """What one graded notebook (the gradebook's ``row``) keeps: nothing when the tampering scan
     found reasons (every grade zeroed, flagged), else the points the judge's verdicts uphold
-    (:func:`apply_verdicts`; ``verification`` None: not verified). Returns the reasons to flag
-    it (empty: it keeps its points). The one rule of every path that grades (`course
-    autograde`, plain `nbgrader autograde`, formgrader's button)."""
+    (:func:`apply_verdicts`; ``verification`` None: not verified). Returns the reasons to flag it
+    (empty: it keeps its points). The one rule of every path that grades (`course autograde`, plain
+    `nbgrader autograde`, formgrader's button)."""
     if tampering:
         zero(row)
         return tampering

@@ -1,18 +1,17 @@
-"""A warm nbgrader for ``course autograde`` (unless ``--cold``): each submission's nbgrader
-process is forked from one that has imported nbgrader once.
+"""A warm nbgrader for ``course autograde`` (unless ``--cold``): each submission's nbgrader process
+is forked from one that has imported nbgrader once.
 
 ``python -m grader.nbgrader.main autograde ...`` spends more than a second importing nbgrader,
-nbconvert, jupyter_client and sqlalchemy before it reads a notebook. Warm, the grader
-starts one server per run (:class:`ForkServer`, ``python -m grader.warm.forkserver SOCKET``): it
-imports those once, starts no thread, and for each request forks a child that becomes that
-submission's nbgrader process: a session of its own, the requested folder, environment and
-rlimits (:func:`grader.sandbox.rlimits.apply`), stdout and stderr on the pipe the grader passed,
-then
-``grader.nbgrader.main.main()`` with the requested arguments. nbgrader is trusted code and
-outside the sandbox, as on the cold path; what the fork shares with the server is what any
-fresh process of the same program would have (imported modules, nothing configured: every
-application, configuration file and gradebook is opened in the child). The child's id is one of
-this machine, so the grader kills it (and what it started) as it kills a cold nbgrader process.
+nbconvert, jupyter_client and sqlalchemy before it reads a notebook. Warm, the grader starts one
+server per run (:class:`ForkServer`, ``python -m grader.warm.forkserver SOCKET``): it imports those
+once, starts no thread, and for each request forks a child that becomes that submission's nbgrader
+process: a session of its own, the requested folder, environment and rlimits
+(:func:`grader.sandbox.rlimits.apply`), stdout and stderr on the pipe the grader passed, then
+``grader.nbgrader.main.main()`` with the requested arguments. nbgrader is trusted code and outside
+the sandbox, as on the cold path; what the fork shares with the server is what any fresh process of
+the same program would have (imported modules, nothing configured: every application, configuration
+file and gradebook is opened in the child). The child's id is one of this machine, so the grader
+kills it (and what it started) as it kills a cold nbgrader process.
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ PRELOAD = [
     "jupyter_client",
     "zmq",
     "sqlalchemy",
-    "grader.nbgrader.preprocessors",
+    "grader.nbgrader.execute_keeping_points",
     "grader.nbgrader.after_run",
     "grader.nbgrader.kernels",
     "grader.warm.pool",
@@ -83,8 +82,8 @@ class ForkedRun:
 
 class ForkServer:
     """The per-run server (started at once, waited for at the first :meth:`spawn`), or, with
-    ``attach``, the socket of one that the kept warm workers hold (:mod:`grader.warm.service`:
-    not started, nor stopped, here)."""
+    ``attach``, the socket of one that the kept warm workers hold (:mod:`grader.warm.service`: not
+    started, nor stopped, here)."""
 
     def __init__(self, attach: Path | None = None) -> None:
         self.process: subprocess.Popen | None = None
@@ -177,8 +176,8 @@ def _child(request: dict, output: int) -> None:
 
 def _prepare_once() -> None:
     """What each child would otherwise redo, and which depends on no submission: the notebook
-    format's schema validators (compiled by fastjsonschema), nbgrader's database mappers and
-    what the kernels' Python reads (grader.sandbox.bubblewrap.readable_roots)."""
+    format's schema validators (compiled by fastjsonschema), nbgrader's database mappers and what
+    the kernels' Python reads (grader.sandbox.bubblewrap.readable_roots)."""
     import nbformat  # in the server only, like PRELOAD (the grader's process never needs it)
     import nbgrader.api  # noqa: F401 - its models, which configure_mappers sets up
     from nbformat.validator import get_validator  # in the server only, as nbformat

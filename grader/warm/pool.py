@@ -3,34 +3,31 @@
 
 Design. A cold kernel pays for Python, ipykernel and torch on every submission. Here a run of
 ``course autograde`` keeps one *zygote* (:mod:`grader.warm.zygote`) for all its workers, started
-once
-inside bubblewrap with its own user namespace forced (``--unshare-user``: whatever capability it
-holds is one of that namespace, never the host's), and new PID, network, IPC and UTS namespaces.
+once inside bubblewrap with its own user namespace forced (``--unshare-user``: whatever capability
+it holds is one of that namespace, never the host's), and new PID, network, IPC and UTS namespaces.
 It sees what a cold kernel sees (:func:`grader.sandbox.bubblewrap.system_binds`) plus, writable, its
-own
-folder, where the workers' scratch courses are made. One zygote, not one per worker: each
+own folder, where the workers' scratch courses are made. One zygote, not one per worker: each
 started zygote imports torch again, while the workers' kernels, each in its own namespaces (user
-namespace included), are as apart forked from one as from two. It imports torch, numpy,
-matplotlib, ipykernel and ``course``, never runs a torch op and starts no thread (fork safety),
-and waits. For each kernel nbgrader asks for (:class:`WarmKernelManager`, over the zygote's Unix
-socket), it forks a child that, before any student code, unshares new mount, PID, network, IPC
-and UTS namespaces and forks again (the kernel's parent is PID 1 of the new PID namespace),
-mounts a fresh /tmp, /dev/shm and /proc, hides the zygote's folder but the submission's folder
-and its socket folder, remounts every other mount read-only, applies the rlimits, enters a user
-namespace and a session keyring of its own, drops every capability (bounding and ambient sets
-too, and no_new_privs), closes every inherited file, resets the environment to the allowed list,
-argv, sys.path and the random state (Python's and numpy's reseeded from the OS, torch's to a
-fresh process's default seed), and starts ipykernel's IPKernelApp on the ipc sockets of the
-connection file, as the cold path does. Nothing of an earlier submission can be seen: its
-processes are gone (killing PID 1 of its namespace ends all of them, threads included), its
-memory was its own (copy-on-write), its files were in its own /tmp and folder, and the zygote's
-modules, environment and random state were never touched by student code. What stays shared by
-design: the zygote's hash seed (str hashes), like PYTHONHASHSEED, and what the zygote imported
-before any submission. Interrupts go by message (as in the sandbox); shutdown and the deadline
-kill the namespace (the zygote also kills a kernel whose nbgrader connection closed: a killed
-nbgrader). The pool also holds the run's :class:`grader.warm.forkserver.ForkServer`, which forks
-each
-submission's nbgrader process (trusted, outside the sandbox) from one that imported nbgrader.
+namespace included), are as apart forked from one as from two. It imports torch, numpy, matplotlib,
+ipykernel and ``course``, never runs a torch op and starts no thread (fork safety), and waits. For
+each kernel nbgrader asks for (:class:`WarmKernelManager`, over the zygote's Unix socket), it forks
+a child that, before any student code, unshares new mount, PID, network, IPC and UTS namespaces and
+forks again (the kernel's parent is PID 1 of the new PID namespace), mounts a fresh /tmp, /dev/shm
+and /proc, hides the zygote's folder but the submission's folder and its socket folder, remounts
+every other mount read-only, applies the rlimits, enters a user namespace and a session keyring of
+its own, drops every capability (bounding and ambient sets too, and no_new_privs), closes every
+inherited file, resets the environment to the allowed list, argv, sys.path and the random state
+(Python's and numpy's reseeded from the OS, torch's to a fresh process's default seed), and starts
+ipykernel's IPKernelApp on the ipc sockets of the connection file, as the cold path does. Nothing of
+an earlier submission can be seen: its processes are gone (killing PID 1 of its namespace ends all
+of them, threads included), its memory was its own (copy-on-write), its files were in its own /tmp
+and folder, and the zygote's modules, environment and random state were never touched by student
+code. What stays shared by design: the zygote's hash seed (str hashes), like PYTHONHASHSEED, and
+what the zygote imported before any submission. Interrupts go by message (as in the sandbox);
+shutdown and the deadline kill the namespace (the zygote also kills a kernel whose nbgrader
+connection closed: a killed nbgrader). The pool also holds the run's
+:class:`grader.warm.forkserver.ForkServer`, which forks each submission's nbgrader process (trusted,
+outside the sandbox) from one that imported nbgrader.
 """
 
 from __future__ import annotations
@@ -61,8 +58,8 @@ from grader.shared.paths import CourseError
 from grader.warm.forkserver import ForkServer
 
 START_SECONDS = 120  # a zygote that does not answer by then is a failed start
-# How long a killed kernel's end may take to be told, after jupyter_client's own 5 s (a fork
-# bomb's hundreds of processes on a busy machine): past that it is left to the zygote.
+# How long a killed kernel's end may take to be told, after jupyter_client's own 5 s (a fork bomb's
+# hundreds of processes on a busy machine): past that it is left to the zygote.
 KILL_SECONDS = 15
 STOPPED = "grading was stopped: the warm workers are closed"
 ETC_FILES = SandboxedKernelManager.class_traits()["etc_files"].default()
@@ -71,8 +68,8 @@ ENV_ALLOW = SandboxedKernelManager.class_traits()["env_allow"].default()
 
 
 class Workers(Protocol):
-    """What a run's submissions use of their warm workers: a :class:`WarmPool`, or the workers
-    kept between runs (:class:`grader.warm.service.KeptWorkers`)."""
+    """What a run's submissions use of their warm workers: a :class:`WarmPool`, or the workers kept
+    between runs (:class:`grader.warm.service.KeptWorkers`)."""
 
     @property
     def nbgrader(self) -> ForkServer: ...
@@ -98,8 +95,8 @@ class Zygote:
         args += ["--bind", str(root), str(root), "--chdir", str(root)]
         for k, folder in enumerate(cgroups.folders()):  # kernels' cgroups, hidden from kernels
             args += ["--bind", folder, str(root / CGROUPS / str(k))]
-        # User 0 with every capability, of its own user namespace only (run by an ordinary
-        # user, bubblewrap would leave it none): what it needs to set up each kernel's mounts.
+        # User 0 with every capability, of its own user namespace only (run by an ordinary user,
+        # bubblewrap would leave it none): what it needs to set up each kernel's mounts.
         args += ["--unshare-user", "--uid", "0", "--gid", "0", "--cap-add", "ALL"]
         args += ["--unshare-pid", "--unshare-net", "--unshare-ipc"]
         args += ["--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
@@ -118,10 +115,10 @@ class Zygote:
     def ready(
         self, timeout: float = START_SECONDS, stopped: Callable[[], bool] = lambda: False
     ) -> None:
-        """Wait until the zygote listens, which it does once it has found that it can sandbox
-        a kernel here and before it imports torch and the rest: a submission's nbgrader starts
-        meanwhile, and its kernel's request waits for those imports. Fail with the zygote's
-        error output if it died, at once if ``stopped()`` (its pool closed)."""
+        """Wait until the zygote listens, which it does once it has found that it can sandbox a
+        kernel here and before it imports torch and the rest: a submission's nbgrader starts
+        meanwhile, and its kernel's request waits for those imports. Fail with the zygote's error
+        output if it died, at once if ``stopped()`` (its pool closed)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if stopped():
@@ -135,8 +132,8 @@ class Zygote:
         raise CourseError(f"the warm worker did not answer in {timeout:.0f} s")
 
     def _log_file(self) -> int:
-        """The zygote's stderr: a file beside its folder (a pipe nobody reads could fill up
-        and stop it; the kernels it forks write on nbgrader's own output)."""
+        """The zygote's stderr: a file beside its folder (a pipe nobody reads could fill up and stop
+        it; the kernels it forks write on nbgrader's own output)."""
         self.log = self.root.with_suffix(".log")
         return os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
 
@@ -148,8 +145,8 @@ class Zygote:
             return ""
 
     def settle(self) -> None:
-        """Wait until the zygote has imported what it imports while idle (zygote.LATER), as
-        it has after its first submissions."""
+        """Wait until the zygote has imported what it imports while idle (zygote.LATER), as it has
+        after its first submissions."""
         with connect(self.socket) as client:
             request(client, {"op": "preload"})
 
@@ -157,9 +154,9 @@ class Zygote:
         return self.process.poll() is None
 
     def close(self, remove: bool = True) -> None:
-        """Stop the zygote (and, with it, any kernel still running) and remove its folder
-        (unless not ``remove``: a submission being judged may still read its scratch course
-        there; the pool's folder goes when the pool is closed)."""
+        """Stop the zygote (and, with it, any kernel still running) and remove its folder (unless
+        not ``remove``: a submission being judged may still read its scratch course there; the
+        pool's folder goes when the pool is closed)."""
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
@@ -168,8 +165,8 @@ class Zygote:
 
 
 class WarmPool:
-    """One zygote for the ``workers`` of a run: each submission's kernel is forked from it, in
-    its own namespaces; at most ``workers`` submissions hold it at once (:meth:`worker`)."""
+    """One zygote for the ``workers`` of a run: each submission's kernel is forked from it, in its
+    own namespaces; at most ``workers`` submissions hold it at once (:meth:`worker`)."""
 
     def __init__(self, workers: int, env: dict[str, str], tmp_size_mb: int = 256) -> None:
         self.slots = threading.BoundedSemaphore(max(1, workers))
@@ -211,8 +208,8 @@ class WarmPool:
 
     @contextmanager
     def worker(self) -> Iterator[Zygote]:
-        """The ready zygote, for one submission (a new one if it died); CourseError once the
-        pool is closed (an interrupted run: no thread waits for ever)."""
+        """The ready zygote, for one submission (a new one if it died); CourseError once the pool is
+        closed (an interrupted run: no thread waits for ever)."""
         self._take_slot()
         try:
             yield self._ready_zygote()
@@ -239,8 +236,8 @@ class WarmPool:
         return zygote
 
     def close(self) -> None:
-        """Stop every zygote (an interrupted run: a submission taking one as the pool closes
-        gives up instead of waiting for it), and remove the pool's folder."""
+        """Stop every zygote (an interrupted run: a submission taking one as the pool closes gives
+        up instead of waiting for it), and remove the pool's folder."""
         with self._lock:
             self._closed = True
         for zygote in self._zygotes:
@@ -344,16 +341,16 @@ class WarmProcess:
 class WarmKernelManager(SandboxedKernelManager):
     """A sandboxed kernel forked from the run's zygote instead of started by bubblewrap.
 
-    The sandbox is the one of :class:`SandboxedKernelManager` (same files visible, same
-    limits, same environment), set up by the zygote (:mod:`grader.warm.zygote`)."""
+    The sandbox is the one of :class:`SandboxedKernelManager` (same files visible, same limits, same
+    environment), set up by the zygote (:mod:`grader.warm.zygote`)."""
 
     zygote = Unicode("", help="The worker zygote's socket (grader.warm.pool.WarmPool).").tag(
         config=True
     )
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
-        """Only the program's name (the kernel's ``sys.argv[0]``): the zygote forks the kernel,
-        in cgroups made as it starts (a cold kernel's launcher, made here, would not use them)."""
+        """Only the program's name (the kernel's ``sys.argv[0]``): the zygote forks the kernel, in
+        cgroups made as it starts (a cold kernel's launcher, made here, would not use them)."""
         return [kernel_python()]
 
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: object) -> None:
@@ -394,10 +391,10 @@ class WarmKernelManager(SandboxedKernelManager):
     async def _async_kill_kernel(self, restart: bool = False) -> None:
         """jupyter_client's kill, which waits 5 s for the kernel's end; then up to
         :data:`KILL_SECONDS` more for the zygote to tell it (ending a namespace of hundreds of
-        processes, a fork bomb's, takes longer on a busy machine); then the kernel is left to
-        the zygote. Either way it has ended for this manager: nbclient's clean-up would otherwise
-        shut it down again, through the sockets this shutdown closed (a ZMQError that cost the
-        submission its grading)."""
+        processes, a fork bomb's, takes longer on a busy machine); then the kernel is left to the
+        zygote. Either way it has ended for this manager: nbclient's clean-up would otherwise shut
+        it down again, through the sockets this shutdown closed (a ZMQError that cost the submission
+        its grading)."""
         await super()._async_kill_kernel(restart=restart)
         process = getattr(self.provisioner, "process", None)
         if not isinstance(process, WarmProcess):
@@ -409,8 +406,8 @@ class WarmKernelManager(SandboxedKernelManager):
         await self.provisioner.wait()
 
     def _start(self, message: dict) -> tuple[socket.socket, dict]:
-        """Ask the zygote to start a kernel: the connection (which the kernel lives on) and
-        the answer; the connection is closed if it did not start."""
+        """Ask the zygote to start a kernel: the connection (which the kernel lives on) and the
+        answer; the connection is closed if it did not start."""
         client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         client.connect(self.zygote)
         answer = request(client, message, [sys.stdout.fileno(), sys.stderr.fileno()])

@@ -3,24 +3,24 @@
 A run of ``course autograde`` starts its own warm workers (:class:`grader.warm.pool.WarmPool`: the
 zygote, the nbgrader fork server) and its own judge, and each of them imports torch or nbgrader
 first: about 4.5 s of CPU at the start of every run, as much as grading two submissions of A.
-``course workers start`` starts them once, in a process of their own (:func:`serve`, detached
-from the terminal), with a judge server (``python -m judge --serve``) that forks a fresh judge
-for each run. Each later ``course autograde`` or ``course demo`` in this course, at the same
-``--jobs``, uses them (:func:`attach`) instead of starting its own.
+``course workers start`` starts them once, in a process of their own (:func:`serve`, detached from
+the terminal), with a judge server (``python -m judge --serve``) that forks a fresh judge for each
+run. Each later ``course autograde`` or ``course demo`` in this course, at the same ``--jobs``, uses
+them (:func:`attach`) instead of starting its own.
 
 Nothing of a run is kept for the next: every kernel is forked from the zygote, which never ran
 student code, into namespaces of its own (as within a run), every nbgrader process from the fork
 server, and every run's judge from the judge server; none of these three servers ever runs a
-submission's code or reads its files. The kept workers run the code they were started with: a
-run uses them only when the course's code (``grader``, ``judge``, ``course``), the Python and
-the main libraries' versions and ``--jobs`` are those of the run (:func:`code_key`); otherwise
-the run starts its own, and says why.
+submission's code or reads its files. The kept workers run the code they were started with: a run
+uses them only when the course's code (``grader``, ``judge``, ``course``), the Python and the main
+libraries' versions and ``--jobs`` are those of the run (:func:`code_key`); otherwise the run starts
+its own, and says why.
 
-The state lives in ``ROOT/.warm-workers/`` (private to the instructor): ``state.json`` (where
-the sockets are), ``lease`` (each run using the workers holds a shared lock on it for its whole
-length) and ``log``. The workers stop after ``--idle`` minutes without a run (30 by default),
-when told (``course workers stop``, which waits for a run using them to end), or when one of
-their servers ended (a run then starts its own workers, as without them).
+The state lives in ``ROOT/.warm-workers/`` (private to the instructor): ``state.json`` (where the
+sockets are), ``lease`` (each run using the workers holds a shared lock on it for its whole length)
+and ``log``. The workers stop after ``--idle`` minutes without a run (30 by default), when told
+(``course workers stop``, which waits for a run using them to end), or when one of their servers
+ended (a run then starts its own workers, as without them).
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ def folder(root: Path) -> Path:
 
 def code_key(jobs: int) -> str:
     """What the kept workers must share with a run that uses them: the code of the course's
-    packages, this Python, the main libraries' versions and the number of workers (their
-    kernels' threads: grader.shared.limits.worker_env)."""
+    packages, this Python, the main libraries' versions and the number of workers (their kernels'
+    threads: grader.shared.limits.worker_env)."""
     digest = hashlib.sha256(f"{sys.executable}\n{sys.version}\njobs={jobs}\n".encode())
     for name in LIBRARIES:
         try:
@@ -84,8 +84,8 @@ def code_key(jobs: int) -> str:
 
 
 def serve(root: Path, jobs: int, idle_seconds: float) -> None:
-    """The kept workers' process: start them, tell where they are, and wait until they are
-    idle for ``idle_seconds``, told to stop (SIGTERM), or one of them ended."""
+    """The kept workers' process: start them, tell where they are, and wait until they are idle for
+    ``idle_seconds``, told to stop (SIGTERM), or one of them ended."""
     place = folder(root)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -196,8 +196,8 @@ class KeptZygote:
 class KeptWorkers:
     """The kept workers, as a run uses its :class:`grader.warm.pool.WarmPool` (``worker()``,
     ``nbgrader``, ``close()``). The run holds their lease until :meth:`close`. Should they end
-    during the run, the run starts workers of its own and goes on (a submission whose kernel
-    ended with them is graded again, as when a run's own zygote ends)."""
+    during the run, the run starts workers of its own and goes on (a submission whose kernel ended
+    with them is graded again, as when a run's own zygote ends)."""
 
     def __init__(self, state: dict, lease: int, jobs: int) -> None:
         self.state, self.lease, self.jobs = state, lease, jobs
@@ -253,8 +253,8 @@ class KeptWorkers:
 
 
 def attach(root: Path, jobs: int) -> KeptWorkers | None:
-    """The course's kept workers, held for this run, if they run the run's code at ``jobs``
-    workers; None otherwise (said on stderr when they run but do not fit)."""
+    """The course's kept workers, held for this run, if they run the run's code at ``jobs`` workers;
+    None otherwise (said on stderr when they run but do not fit)."""
     place = folder(root)
     state = read_state(place)
     if state is None:
@@ -310,8 +310,8 @@ def _is_service(pid: int) -> bool:
 
 
 def start(root: Path, jobs: int, idle_minutes: float = IDLE_MINUTES) -> str:
-    """Start the course's kept workers for ``jobs`` workers (unless they run already) and wait
-    until they are ready; what to tell the user."""
+    """Start the course's kept workers for ``jobs`` workers (unless they run already) and wait until
+    they are ready; what to tell the user."""
     place = folder(root)
     state = read_state(place)
     if state is not None and state.get("key") == code_key(jobs):

@@ -3,18 +3,18 @@
 Not imported by the grader: :mod:`grader.warm.pool` hands its text to Python in the sandbox, where
 the grader's package stays out of sight. It uses only the standard library and what it preloads.
 
-The zygote imports torch, ipykernel and the course once, runs no torch op and starts no
-thread, then serves requests on ``WORKER_ROOT/control/zygote.sock`` (one JSON line each):
+The zygote imports torch, ipykernel and the course once, runs no torch op and starts no thread, then
+serves requests on ``WORKER_ROOT/control/zygote.sock`` (one JSON line each):
 
 - ``{"op": "start", ...}`` with two file descriptors (the kernel's stdout and stderr) ->
-  ``{"ok": true}`` once the kernel's sandbox is set up, or ``{"error": "..."}``; then, on the
-  same connection, ``{"op": "kill"}`` kills the kernel's whole PID namespace, and the zygote
-  sends ``{"exit": STATUS}`` when it has ended. A connection that closes kills its kernel.
+  ``{"ok": true}`` once the kernel's sandbox is set up, or ``{"error": "..."}``; then, on the same
+  connection, ``{"op": "kill"}`` kills the kernel's whole PID namespace, and the zygote sends
+  ``{"exit": STATUS}`` when it has ended. A connection that closes kills its kernel.
 
-Each kernel is three processes: A (forked by the zygote; joins the kernel's cgroups if any,
-unshares new mount, PID, network, IPC and UTS namespaces, waits), B (PID 1 of the new PID
-namespace: sets up the mounts and rlimits, enters a user namespace of its own, drops every
-capability, reaps), C (the kernel: clean environment, fresh random state). Killing B ends all.
+Each kernel is three processes: A (forked by the zygote; joins the kernel's cgroups if any, unshares
+new mount, PID, network, IPC and UTS namespaces, waits), B (PID 1 of the new PID namespace: sets up
+the mounts and rlimits, enters a user namespace of its own, drops every capability, reaps), C (the
+kernel: clean environment, fresh random state). Killing B ends all.
 """
 
 from __future__ import annotations
@@ -37,17 +37,17 @@ import traceback
 
 # What a kernel imports (PRELOAD, before the zygote answers: the first kernels, forked at once,
 # would each import what is missing) and what only some notebooks import, on first use (LATER,
-# imported while idle): the modules that running every source notebook warm added. No torch op.
-# Left out: datasets and pyarrow, whose import starts a thread (jemalloc's), which a fork would
-# not carry; matplotlib_inline.backend_inline, whose import hooks the figures into the shell,
-# which exists only in the kernel (imported here, a figure not shown by plt.show() was lost).
+# imported while idle): the modules that running every source notebook warm added. No torch op. Left
+# out: datasets and pyarrow, whose import starts a thread (jemalloc's), which a fork would not
+# carry; matplotlib_inline.backend_inline, whose import hooks the figures into the shell, which
+# exists only in the kernel (imported here, a figure not shown by plt.show() was lost).
 # numpy.random: imported lazily by numpy 2, or /tmp's tmpfs may hide it.
 PRELOAD = ["numpy", "numpy.random", "torch", "matplotlib", "matplotlib.pyplot", "IPython"]
 PRELOAD += ["ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.debugger", "ipywidgets"]
 PRELOAD += ["PIL.PngImagePlugin", "IPython.core.pylabtools", "IPython.core.magics.execution"]
 PRELOAD += ["course", "course.*"]  # course.*: every module of the course package
-# torch._dynamo (an optimizer's first step; sympy alone: attention's) in steps of at most 0.3 s,
-# the longest a request waits for the idle zygote (a kernel's end waited up to 0.8 s for it)
+# torch._dynamo (an optimizer's first step; sympy alone: attention's) in steps of at most 0.3 s, the
+# longest a request waits for the idle zygote (a kernel's end waited up to 0.8 s for it)
 LATER = ["sympy", "torch.fx.experimental.symbolic_shapes", "torch.distributed.fsdp._fully_shard"]
 LATER += ["torch._dynamo", "tracebacks"]  # tracebacks: not a module (_format_a_traceback)
 
@@ -181,14 +181,14 @@ def _rlimits(memory_mb: int, file_size_mb: int, processes: int) -> None:
 # -- the kernel (C) ----------------------------------------------------------------------------
 
 
-# The zygote's environment before its imports: what they set (HF_DATASETS_OFFLINE by
-# course.data, MPLBACKEND) is set in each kernel too, as if it had imported them itself.
+# The zygote's environment before its imports: what they set (HF_DATASETS_OFFLINE by course.data,
+# MPLBACKEND) is set in each kernel too, as if it had imported them itself.
 START_ENVIRONMENT = dict(os.environ)
 
 
 def _fresh_state(request: dict) -> None:
-    """What a freshly started kernel process would have: its environment (with what the
-    preloaded modules set in it), argv, path and random state."""
+    """What a freshly started kernel process would have: its environment (with what the preloaded
+    modules set in it), argv, path and random state."""
     imported = {k: v for k, v in os.environ.items() if START_ENVIRONMENT.get(k) != v}
     os.environ.clear()
     os.environ.update(request["env"])
@@ -203,8 +203,8 @@ def _fresh_state(request: dict) -> None:
 
 
 def _run_kernel(request: dict, status: int) -> None:
-    """C: the kernel, in its own session, with only stdin, stdout and stderr open. Never
-    returns: a failure before the kernel starts is told to the zygote on ``status``."""
+    """C: the kernel, in its own session, with only stdin, stdout and stderr open. Never returns: a
+    failure before the kernel starts is told to the zygote on ``status``."""
     try:
         os.setsid()
         os.chdir(request["workdir"])

@@ -62,8 +62,7 @@ def e2e_root(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     """A private copy of the graded demo class (the browser writes to it; others don't see it).
 
     ``graded_class`` (tests/conftest.py) runs ``grader.coordinator.demo.run`` once per session on
-    every
-    assignment: release, the demo class (``submitted/reference`` holds the filled copy of each
+    every assignment: release, the demo class (``submitted/reference`` holds the filled copy of each
     release notebook), autograding, feedback. While working on these tests,
     ``COURSE_E2E_GRADED=/path/to/a/graded/course`` reuses a course graded earlier instead.
     """

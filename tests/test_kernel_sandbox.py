@@ -23,10 +23,11 @@ from nbclient import NotebookClient
 from traitlets.config import Config
 
 from grader.nbgrader.kernels import SandboxedKernelManager
+from grader.nbgrader.warm_kernels import WarmKernelManager
 from grader.sandbox import bubblewrap as sandbox
 from grader.sandbox import cgroups
 from grader.shared.paths import CourseError
-from grader.warm.pool import WarmKernelManager, WarmPool
+from grader.warm.pool import WarmPool
 
 # keyctl's system call number by machine (add_key and request_key are the two before it)
 KEYCTL = {"x86_64": 250, "aarch64": 219}

@@ -176,7 +176,6 @@ ALSO = {("grader.warm.forkserver", "grader.nbgrader.main")}
 ALSO |= {
     ("grader.nbgrader.after_run", "grader.coordinator.grading"),
     ("grader.nbgrader.after_run", "grader.coordinator.scratch"),
-    ("grader.warm.pool", "grader.nbgrader.kernels"),
 }
 
 

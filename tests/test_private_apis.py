@@ -1,10 +1,10 @@
 """The private code of jupyter_client, nbclient, nbconvert and nbgrader that the grader relies on.
 
-The grader's kernel managers and clients (grader/nbgrader/kernels.py, grader/warm/pool.py) and its
-executor (grader/nbgrader/execute_keeping_points.py) override private methods of these libraries and
-call others; their versions are pinned in constraints.txt. Each such method is pinned here by its
-signature and a hash of its source, so that a new version is taken only after someone has read what
-changed.
+The grader's kernel managers and clients (grader/nbgrader/kernels.py,
+grader/nbgrader/warm_kernels.py) and its executor (grader/nbgrader/execute_keeping_points.py)
+override private methods of these libraries and call others; their versions are pinned in
+constraints.txt. Each such method is pinned here by its signature and a hash of its source, so that
+a new version is taken only after someone has read what changed.
 
 When a test below fails after a version change: read the new upstream code of the method it
 names, check the grader's override or call (the file it names) against it and fix that if
@@ -60,12 +60,13 @@ PINNED: dict[str, tuple[str, str, str]] = {
     "jupyter_client.manager:KernelManager._async_kill_kernel": (
         "(self, restart: bool = False) -> None",
         "9850bc22c85871db",
-        "overridden by grader/warm/pool.py WarmKernelManager",
+        "overridden by grader/nbgrader/warm_kernels.py WarmKernelManager",
     ),
     "jupyter_client.manager:KernelManager._async_launch_kernel": (
         "(self, kernel_cmd: List[str], **kw: Any) -> None",
         "5ba0dfe7cf7e85aa",
-        "replaced by grader/warm/pool.py WarmKernelManager (the zygote forks the kernel)",
+        "replaced by grader/nbgrader/warm_kernels.py WarmKernelManager (the zygote forks the "
+        "kernel)",
     ),
     "jupyter_client.manager:KernelManager._async_pre_start_kernel": (
         "(self, *, transport_encryption: str | None = None, **kw: Any) "
@@ -78,7 +79,7 @@ PINNED: dict[str, tuple[str, str, str]] = {
         "(self, **kw: Any) -> None",
         "05b13d23766bc55e",
         "calls format_kernel_cmd, then _async_launch_kernel: both overridden in "
-        "grader/warm/pool.py",
+        "grader/nbgrader/warm_kernels.py",
     ),
     "jupyter_client.connect:ConnectionFileMixin._ip_default": (
         "(self) -> 'str'",
@@ -88,12 +89,13 @@ PINNED: dict[str, tuple[str, str, str]] = {
     "jupyter_client.connect:ConnectionFileMixin._reconcile_connection_info": (
         "(self, info: 'KernelConnectionInfo') -> 'None'",
         "5392d13edc8b96ab",
-        "called by grader/warm/pool.py WarmKernelManager._async_launch_kernel",
+        "called by grader/nbgrader/warm_kernels.py WarmKernelManager._async_launch_kernel",
     ),
     "jupyter_client.provisioning.local_provisioner:LocalProvisioner": (
         "class",
         "485bc5c2221b3d0a",
-        "grader/warm/pool.py sets its process, pid and pgid: WarmProcess stands in for its Popen",
+        "grader/nbgrader/warm_kernels.py sets its process, pid and pgid: WarmProcess stands in for "
+        "its Popen",
     ),
     "nbclient.client:NotebookClient._async_handle_timeout": (
         "(self, timeout: 'int', cell: 'NotebookNode | None' = None) -> 'None | dict[str, t.Any]'",

@@ -31,11 +31,14 @@ from nbclient import NotebookClient
 from traitlets.config import Config
 
 from grader.coordinator import demo, pipeline
+from grader.nbgrader import warm_kernels
 from grader.nbgrader.kernels import SandboxedKernelManager
+from grader.nbgrader.warm_kernels import WarmKernelManager
 from grader.sandbox import cgroups
 from grader.warm import pool as warm
 from grader.warm.forkserver import ForkServer
-from grader.warm.pool import WarmKernelManager, WarmPool, Zygote, connect, request
+from grader.warm.pool import WarmPool, Zygote, connect
+from grader.warm.wire import request
 from tests.conftest import class_outcome, make_course_copy, run_coroutine
 from tests.test_adversarial import ASSIGNMENT, MASK, NOTEBOOK, WRONG_MASK, append_code
 from tests.test_kernel_sandbox import KEYCTL, grader_key
@@ -361,7 +364,7 @@ def test_a_kernel_whose_end_is_told_late_is_left_to_the_zygote(zygote: Zygote, m
     machine; here the zygote is stopped) counts as ended once killed: nbclient's clean-up then
     does not shut it down a second time through closed sockets (a ZMQError, "Operation not
     supported", that lost a submission's grading in CI), and the zygote, going on, ends it."""
-    monkeypatch.setattr(warm, "KILL_SECONDS", 0.5)
+    monkeypatch.setattr(warm_kernels, "KILL_SECONDS", 0.5)
     python = [p for p in pythons(zygote) if p.parent().name() != "python"]
     assert len(python) == 1, python  # the zygote, below bubblewrap
 
@@ -399,9 +402,11 @@ def test_a_kernel_that_fails_to_start_leaves_the_zygote_serving_alone(zygote: Zy
     work = folder(zygote, "broken")
     broken = {"op": "start", "workdir": str(work), "sockets": str(work.parents[2])}
     broken |= {"connection_file": str(work / "k.json"), "argv0": sys.executable, "env": "x"}
-    broken |= {"limits": [8192, 64, 512], "tmp_mb": 16, "readable": []}
+    broken |= {"limits": {"memory_mb": 8192, "file_size_mb": 64, "processes": 512}}
+    broken |= {"tmp_mb": 16, "readable": []}
     with connect(zygote.socket) as client:
-        answer = request(client, broken, [sys.stdout.fileno(), sys.stderr.fileno()])
+        message = json.dumps(broken).encode() + b"\n"
+        answer = request(client, message, [sys.stdout.fileno(), sys.stderr.fileno()])
     assert "error" in answer and "could not be set up" in answer["error"], answer
     time.sleep(0.5)  # the failed processes end
     left = pythons(zygote)
@@ -453,7 +458,6 @@ def test_a_cgroup_the_zygote_cannot_join_leaves_the_kernel_uncapped_and_said(
 ) -> None:
     """Where the zygote cannot put a kernel in its cgroup (cgroup v2 may refuse it, say), the
     kernel starts without the cap (as a cold kernel's rlimits alone) and the log says so."""
-    from grader.warm import pool as warm
 
     monkeypatch.setattr(warm.cgroups, "kernel_groups", lambda limit: ["/no/such/kernel-group"])
     assert run(zygote, folder(zygote, "uncapped"), ["print(6 * 7)"]) == ["42\n"]
@@ -544,9 +548,9 @@ def test_warm_workers_that_cannot_start_leave_grading_cold(
     """A zygote that dies at its start (here: its code raises) is said, with what it wrote,
     and the run grades with kernels started afresh; nothing of the pool is left."""
     from grader.coordinator import autograde
-    from grader.warm import pool as warm
+    from grader.warm import wire
 
-    monkeypatch.setattr(warm, "zygote_source", lambda: "raise SystemExit('no zygote here')")
+    monkeypatch.setattr(wire, "zygote_source", lambda: "raise SystemExit('no zygote here')")
     tmp = Path(tempfile.gettempdir())
     before = {*tmp.glob("course-warm-*"), *tmp.glob("course-nbfork-*")}
     with autograde._pool(True, 2) as pool:

@@ -43,7 +43,7 @@ KILLED_WAIT = 30  # seconds a killed nbgrader process's output is read for, at m
 # The kernel of every graded notebook runs in bubblewrap (grader/nbgrader/kernels.py) unless the
 # instructor asks for --unsafe-no-sandbox.
 SANDBOXED_KERNEL = "--Execute.kernel_manager_class=grader.nbgrader.kernels.SandboxedKernelManager"
-WARM_KERNEL = "--Execute.kernel_manager_class=grader.warm.pool.WarmKernelManager"
+WARM_KERNEL = "--Execute.kernel_manager_class=grader.nbgrader.warm_kernels.WarmKernelManager"
 UNSANDBOXED_KERNEL = "--Execute.kernel_manager_class=grader.nbgrader.kernels.IsolatedKernelManager"
 
 

@@ -26,7 +26,7 @@ from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.utils import ensure_async
 from traitlets import DottedObjectName, Integer, List, Unicode, default
 
-from grader.sandbox import cgroups, rlimits
+from grader.sandbox import cgroups, policy, rlimits
 from grader.sandbox.bubblewrap import sandbox_command
 from grader.shared.limits import Limits
 
@@ -130,14 +130,12 @@ class SandboxedKernelManager(IsolatedKernelManager):
 
     env_allow = List(
         Unicode(),
-        [
-            "LANG", "LC_ALL", "TZ", "NBGRADER_EXECUTION", "COURSE_FAST", "OMP_NUM_THREADS",
-            "MKL_NUM_THREADS", "TORCH_NUM_THREADS", "MPLBACKEND", "PYTHONHASHSEED",
-        ],
+        policy.ENV_ALLOW,
         help="Environment variables passed into the sandbox (all others are cleared).",
-    ).tag(config=True)  # fmt: skip
+    ).tag(config=True)
     tmp_size_mb = Integer(
-        256, help="Size of the kernel's private /tmp (a tmpfs: it would otherwise fill memory)."
+        policy.TMP_MB,
+        help="Size of the kernel's private /tmp (a tmpfs: it would otherwise fill memory).",
     ).tag(config=True)
     socket_root = Unicode(
         "",
@@ -146,7 +144,7 @@ class SandboxedKernelManager(IsolatedKernelManager):
     ).tag(config=True)
     etc_files = List(
         Unicode(),
-        ["ld.so.cache", "localtime", "passwd", "group", "nsswitch.conf", "fonts", "alternatives"],
+        policy.ETC_FILES,
         help="Entries of /etc the kernel may read (the rest of /etc is not visible).",
     ).tag(config=True)
 

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 
+from grader.sandbox.policy import POLICY, environment, keyctl_number
 from grader.shared.paths import CourseError
 
 
@@ -167,20 +168,30 @@ def sandbox_command(
         kernel = [python, *kernel[1:]]
     own = shutil.which(kernel[0]) if kernel else None  # a kernel spec's own interpreter
     args = [bwrap, *system_binds(etc_files, tmp_size_mb, own)]
-    args += ["--bind", sockets, sockets, "--bind", workdir, workdir]
-    args += ["--chdir", workdir, "--unshare-all", "--die-with-parent", "--new-session"]
-    args += ["--cap-drop", "ALL", "--clearenv"]
+    named = {"workdir": workdir, "sockets": sockets}
+    for name in POLICY.writable:
+        args += ["--bind", named[name], named[name]]
+    args += ["--chdir", workdir, *UNSHARE, "--die-with-parent", "--new-session"]
+    args += ["--cap-drop", "ALL"] if not POLICY.capabilities else []
+    args += ["--clearenv"]
     for name, value in sorted(sandbox_env(env_allow).items()):
         args += ["--setenv", name, value]
-    return [*args, "--", python, "-I", "-S", "-c", NEW_SESSION_KEYRING, *kernel]
+    if POLICY.new_session_keyring:
+        kernel = [python, "-I", "-S", "-c", NEW_SESSION_KEYRING.format(keyctl_number()), *kernel]
+    return [*args, "--", *kernel]
 
+
+# bubblewrap's options for the policy's namespaces (a new mount namespace it always makes).
+UNSHARE_OPTIONS = {"user": "--unshare-user", "pid": "--unshare-pid", "net": "--unshare-net"}
+UNSHARE_OPTIONS |= {"ipc": "--unshare-ipc", "uts": "--unshare-uts"}
+UNSHARE_OPTIONS |= {"cgroup": "--unshare-cgroup-try", "mount": None}
+UNSHARE = [UNSHARE_OPTIONS[name] for name in POLICY.namespaces if UNSHARE_OPTIONS[name]]
 
 # Run first in the sandbox, then replaced by the kernel: a session keyring of the kernel's own. The
 # grader's (a login session has one) would otherwise be shared by every kernel it starts, a place to
 # leave a key for the next submission. keyctl's system call (operation 1: join).
 NEW_SESSION_KEYRING = """import ctypes, os, sys
-number = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)
-if number is not None and ctypes.CDLL(None, use_errno=True).syscall(number, 1, None) < 0:
+if ctypes.CDLL(None, use_errno=True).syscall({}, 1, None) < 0:
     sys.exit("the kernel's sandbox could not give it a session keyring of its own")
 os.execv(sys.argv[1], sys.argv[1:])
 """
@@ -191,11 +202,15 @@ def system_binds(etc_files: list[str], tmp_size_mb: int, python: str | None = No
     the listed files of ``/etc`` and what the kernel's Python reads (its installation, the
     virtualenv, ``course/``: :func:`readable_roots`, with ``python``'s if given)."""
     # /tmp first: the folders bound below may live under /tmp (a clone there, say).
-    args = ["--size", str(tmp_size_mb * 2**20), "--tmpfs", "/tmp"]
-    args += ["--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev"]
+    size = ["--size", str(tmp_size_mb * 2**20)]
+    args = [*size, "--tmpfs", "/tmp"] if "/tmp" in POLICY.private_tmpfs else []
+    args += ["--ro-bind", "/usr", "/usr", "--proc", POLICY.proc, "--dev", "/dev"]
+    for path in POLICY.private_tmpfs:
+        args += [*size, "--tmpfs", path] if path != "/tmp" else []
     # The host's settings, read-only: bubblewrap leaves /proc/sys writable to a process whose user
     # is root on the host (the grader run as root), capabilities or not.
-    args += ["--ro-bind", "/proc/sys", "/proc/sys"]
+    for path in POLICY.host_read_only:
+        args += ["--ro-bind-try", path, path]
     for link in ("bin", "lib", "lib64", "sbin"):
         if os.path.islink(f"/{link}"):
             args += ["--symlink", os.readlink(f"/{link}"), f"/{link}"]
@@ -209,5 +224,4 @@ def system_binds(etc_files: list[str], tmp_size_mb: int, python: str | None = No
 
 def sandbox_env(env_allow: list[str]) -> dict[str, str]:
     """The kernel's whole environment: HOME, PATH and the allowed variables that are set."""
-    env = {"HOME": "/tmp", "PATH": f"{os.path.dirname(kernel_python())}:/usr/bin:/bin"}
-    return env | {name: os.environ[name] for name in env_allow if name in os.environ}
+    return environment(os.path.dirname(kernel_python()), env_allow)

@@ -41,7 +41,7 @@ PRELOAD = [
     "grader.nbgrader.execute_keeping_points",
     "grader.nbgrader.after_run",
     "grader.nbgrader.kernels",
-    "grader.warm.pool",
+    "grader.nbgrader.warm_kernels",
     "ipykernel.kernelspec",  # by jupyter_client, for the python3 kernel's spec (with IPython)
     "IPython",  # by jupyter_client's kernel spec manager, for the folders of kernel specs
     "sqlalchemy.dialects.sqlite",  # by the gradebook's first engine

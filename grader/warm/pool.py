@@ -32,11 +32,9 @@ outside the sandbox) from one that imported nbgrader.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -48,23 +46,15 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-from traitlets import Unicode
-
-from grader.nbgrader.kernels import SandboxedKernelManager
-from grader.sandbox import cgroups
-from grader.sandbox.bubblewrap import kernel_python, readable_roots, sandbox_env, system_binds
-from grader.shared.limits import Limits
+from grader.sandbox import cgroups, policy
+from grader.sandbox.bubblewrap import kernel_python, sandbox_env, system_binds
+from grader.sandbox.policy import POLICY
 from grader.shared.paths import CourseError
+from grader.warm import wire
 from grader.warm.forkserver import ForkServer
 
 START_SECONDS = 120  # a zygote that does not answer by then is a failed start
-# How long a killed kernel's end may take to be told, after jupyter_client's own 5 s (a fork bomb's
-# hundreds of processes on a busy machine): past that it is left to the zygote.
-KILL_SECONDS = 15
 STOPPED = "grading was stopped: the warm workers are closed"
-ETC_FILES = SandboxedKernelManager.class_traits()["etc_files"].default()
-CGROUPS = "cgroups"  # in the worker's folder: where its kernels' cgroups are made
-ENV_ALLOW = SandboxedKernelManager.class_traits()["env_allow"].default()
 
 
 class Workers(Protocol):
@@ -79,22 +69,17 @@ class Workers(Protocol):
     def close(self) -> None: ...
 
 
-def zygote_source() -> str:
-    """The zygote's code (run as ``python -c``: the grader's package stays out of the sandbox)."""
-    return (Path(__file__).parent / "zygote.py").read_text()
-
-
 class Zygote:
     """A zygote: a bubblewrap sandbox holding a preloaded Python, and its folder."""
 
     def __init__(self, root: Path, env: dict[str, str], tmp_size_mb: int) -> None:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
-        self.socket = root / "control" / "zygote.sock"
-        args = ["bwrap", *system_binds(ETC_FILES, tmp_size_mb)]
+        self.socket = root / wire.SOCKET
+        args = ["bwrap", *system_binds(policy.ETC_FILES, tmp_size_mb)]
         args += ["--bind", str(root), str(root), "--chdir", str(root)]
         for k, folder in enumerate(cgroups.folders()):  # kernels' cgroups, hidden from kernels
-            args += ["--bind", folder, str(root / CGROUPS / str(k))]
+            args += ["--bind", folder, str(root / wire.CGROUPS / str(k))]
         # User 0 with every capability, of its own user namespace only (run by an ordinary user,
         # bubblewrap would leave it none): what it needs to set up each kernel's mounts.
         args += ["--unshare-user", "--uid", "0", "--gid", "0", "--cap-add", "ALL"]
@@ -103,7 +88,8 @@ class Zygote:
         args += ["--clearenv"]
         for name, value in sorted(env.items()):
             args += ["--setenv", name, value]
-        args += ["--", kernel_python(), "-c", zygote_source(), str(root)]
+        args += ["--", kernel_python(), "-c", wire.zygote_source(), str(root)]
+        args += [json.dumps(POLICY.for_zygote())]
         log = self._log_file()
         try:
             self.process = subprocess.Popen(
@@ -148,7 +134,7 @@ class Zygote:
         """Wait until the zygote has imported what it imports while idle (zygote.LATER), as it has
         after its first submissions."""
         with connect(self.socket) as client:
-            request(client, {"op": "preload"})
+            wire.request(client, wire.encode(wire.PRELOAD))
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -171,7 +157,7 @@ class WarmPool:
     def __init__(self, workers: int, env: dict[str, str], tmp_size_mb: int = 256) -> None:
         self.slots = threading.BoundedSemaphore(max(1, workers))
         self.folder = Path(tempfile.mkdtemp(prefix="course-warm-"))
-        self.env = {**sandbox_env(ENV_ALLOW), **_only(env)}
+        self.env = {**sandbox_env(policy.ENV_ALLOW), **_only(env)}
         self.tmp_size_mb = tmp_size_mb
         self._count = 0
         self._lock = threading.Lock()
@@ -249,7 +235,7 @@ class WarmPool:
 
 def _only(env: dict[str, str]) -> dict[str, str]:
     """The variables of ``env`` a kernel may see (the sandbox's allowed list)."""
-    return {name: value for name, value in env.items() if name in ENV_ALLOW}
+    return {name: value for name, value in env.items() if name in policy.ENV_ALLOW}
 
 
 @contextmanager
@@ -260,157 +246,3 @@ def connect(path: Path) -> Iterator[socket.socket]:
         yield client
     finally:
         client.close()
-
-
-def request(client: socket.socket, message: dict, fds: list[int] | None = None) -> dict:
-    """Send one request, return the zygote's one-line answer."""
-    data = json.dumps(message).encode() + b"\n"
-    if fds:
-        socket.send_fds(client, [data], fds)
-    else:
-        client.sendall(data)
-    return json.loads(_read_line(client))
-
-
-def _read_line(client: socket.socket) -> bytes:
-    line = b""
-    while not line.endswith(b"\n"):
-        chunk = client.recv(1)
-        if not chunk:
-            raise OSError("the warm worker closed the connection")
-        line += chunk
-    return line
-
-
-class WarmProcess:
-    """The kernel forked by a zygote, as jupyter_client's provisioner sees a process."""
-
-    stdin = stdout = stderr = None
-
-    def __init__(self, client: socket.socket) -> None:
-        self.client = client
-        self.returncode: int | None = None
-        self.pid = None  # a pid of the zygote's namespace: never signalled from here
-
-    def poll(self) -> int | None:
-        if self.returncode is not None:
-            return self.returncode
-        self.client.setblocking(False)
-        try:
-            data = self.client.recv(4096, socket.MSG_PEEK)
-        except BlockingIOError:
-            return None
-        finally:
-            self.client.setblocking(True)
-        if not data:  # the zygote died: so did its kernels
-            self.returncode = -signal.SIGKILL
-        elif data.endswith(b"\n"):
-            self.returncode = int(json.loads(_read_line(self.client)).get("exit", -9))
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        end = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if end is not None and time.monotonic() > end:
-                raise subprocess.TimeoutExpired("warm kernel", timeout or 0)
-            time.sleep(0.02)
-        self.client.close()
-        return self.returncode  # type: ignore[return-value]
-
-    def send_signal(self, signum: int) -> None:
-        """SIGKILL or SIGTERM end the kernel's namespace; interrupts go by message."""
-        if signum in (signal.SIGKILL, signal.SIGTERM) and self.returncode is None:
-            try:
-                self.client.sendall(b'{"op": "kill"}\n')
-            except OSError:
-                pass
-
-    def kill(self) -> None:
-        self.send_signal(signal.SIGKILL)
-
-    def leave_to_zygote(self) -> None:
-        """Count the kernel ended: closing its connection tells the zygote to end it."""
-        if self.returncode is None:
-            self.returncode = -signal.SIGKILL
-        self.client.close()
-
-    def terminate(self) -> None:
-        self.send_signal(signal.SIGTERM)
-
-
-class WarmKernelManager(SandboxedKernelManager):
-    """A sandboxed kernel forked from the run's zygote instead of started by bubblewrap.
-
-    The sandbox is the one of :class:`SandboxedKernelManager` (same files visible, same limits, same
-    environment), set up by the zygote (:mod:`grader.warm.zygote`)."""
-
-    zygote = Unicode("", help="The worker zygote's socket (grader.warm.pool.WarmPool).").tag(
-        config=True
-    )
-
-    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
-        """Only the program's name (the kernel's ``sys.argv[0]``): the zygote forks the kernel, in
-        cgroups made as it starts (a cold kernel's launcher, made here, would not use them)."""
-        return [kernel_python()]
-
-    async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: object) -> None:
-        if not self.zygote:
-            raise CourseError("WarmKernelManager.zygote is not set: no warm worker to ask")
-        workdir = os.path.abspath(str(kw.get("cwd") or os.getcwd()))
-        limits = Limits(config=self.config)
-        self._cgroups = cgroups.kernel_groups(limits.processes)
-        worker = os.path.dirname(os.path.dirname(self.zygote))
-        seen = [  # each group is in cgroups.folders()[k], bound at CGROUPS/k in the zygote
-            os.path.join(worker, CGROUPS, str(k), os.path.basename(g))
-            for k, g in enumerate(self._cgroups)
-        ]
-        message = {
-            "op": "start",
-            "workdir": os.path.realpath(workdir),
-            "sockets": os.path.realpath(self._socket_folder),
-            "connection_file": os.path.realpath(self.connection_file),
-            "argv0": kernel_cmd[0],
-            "env": sandbox_env(self.env_allow),
-            "limits": [limits.memory_mb, limits.file_size_mb, limits.processes],
-            "tmp_mb": self.tmp_size_mb,
-            "readable": readable_roots(),  # bound again if under the kernel's fresh /tmp
-            "cgroups": seen,  # where the zygote sees the kernel's cgroups (sandbox/cgroups.py)
-        }
-        client, answer = self._start(message)
-        if not answer.get("ok") and seen:  # the cgroups refused it (cgroup v2, say): go on
-            print(f"warm kernel not in its cgroups: {answer.get('error')}", file=sys.stderr)
-            client, answer = self._start({**message, "cgroups": []})
-        if not answer.get("ok"):
-            raise RuntimeError(f"the warm worker could not start a kernel: {answer.get('error')}")
-        assert self.provisioner is not None
-        self.provisioner.process = WarmProcess(client)  # type: ignore[attr-defined]
-        self.provisioner.pid = None  # type: ignore[attr-defined]
-        self.provisioner.pgid = None  # type: ignore[attr-defined]
-        self._reconcile_connection_info(self.provisioner.connection_info)
-
-    async def _async_kill_kernel(self, restart: bool = False) -> None:
-        """jupyter_client's kill, which waits 5 s for the kernel's end; then up to
-        :data:`KILL_SECONDS` more for the zygote to tell it (ending a namespace of hundreds of
-        processes, a fork bomb's, takes longer on a busy machine); then the kernel is left to the
-        zygote. Either way it has ended for this manager: nbclient's clean-up would otherwise shut
-        it down again, through the sockets this shutdown closed (a ZMQError that cost the submission
-        its grading)."""
-        await super()._async_kill_kernel(restart=restart)
-        process = getattr(self.provisioner, "process", None)
-        if not isinstance(process, WarmProcess):
-            return  # ended, and waited for
-        end = time.monotonic() + KILL_SECONDS
-        while process.poll() is None and time.monotonic() < end:
-            await asyncio.sleep(0.05)
-        process.leave_to_zygote()
-        await self.provisioner.wait()
-
-    def _start(self, message: dict) -> tuple[socket.socket, dict]:
-        """Ask the zygote to start a kernel: the connection (which the kernel lives on) and the
-        answer; the connection is closed if it did not start."""
-        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        client.connect(self.zygote)
-        answer = request(client, message, [sys.stdout.fileno(), sys.stderr.fileno()])
-        if not answer.get("ok"):
-            client.close()
-        return client, answer

@@ -1,15 +1,16 @@
-"""The warm worker's zygote: run INSIDE bubblewrap as ``python -c SOURCE WORKER_ROOT``.
+"""The warm worker's zygote: run INSIDE bubblewrap as ``python -c SOURCE WORKER_ROOT POLICY``.
 
-Not imported by the grader: :mod:`grader.warm.pool` hands its text to Python in the sandbox, where
-the grader's package stays out of sight. It uses only the standard library and what it preloads.
+Not imported by the grader: :func:`grader.warm.wire.zygote_source` hands its text, after the wire's
+(:mod:`grader.warm.wire`, the messages both ends use), to Python in the sandbox, where the grader's
+package stays out of sight. It uses only the standard library and what it preloads. ``POLICY`` is
+the sandbox policy (:meth:`grader.sandbox.policy.Policy.for_zygote`, JSON): the same data that
+bubblewrap's arguments for a cold kernel are built from.
 
 The zygote imports torch, ipykernel and the course once, runs no torch op and starts no thread, then
-serves requests on ``WORKER_ROOT/control/zygote.sock`` (one JSON line each):
-
-- ``{"op": "start", ...}`` with two file descriptors (the kernel's stdout and stderr) ->
-  ``{"ok": true}`` once the kernel's sandbox is set up, or ``{"error": "..."}``; then, on the same
-  connection, ``{"op": "kill"}`` kills the kernel's whole PID namespace, and the zygote sends
-  ``{"exit": STATUS}`` when it has ended. A connection that closes kills its kernel.
+serves requests on ``WORKER_ROOT/control/zygote.sock`` (:mod:`grader.warm.wire`): START with two
+file descriptors (the kernel's stdout and stderr) is answered OK once the kernel's sandbox is set
+up, or ERROR; then, on the same connection, KILL kills the kernel's whole PID namespace, and the
+zygote answers EXIT when it has ended. A connection that closes kills its kernel.
 
 Each kernel is three processes: A (forked by the zygote; joins the kernel's cgroups if any, unshares
 new mount, PID, network, IPC and UTS namespaces, waits), B (PID 1 of the new PID namespace: sets up
@@ -17,23 +18,25 @@ the mounts and rlimits, enters a user namespace of its own, drops every capabili
 kernel: clean environment, fresh random state). Killing B ends all.
 """
 
-from __future__ import annotations
-
 import atexit
 import contextlib
-import ctypes
 import importlib
 import json
 import os
 import pkgutil
 import random
-import resource
 import select
 import signal
 import socket
 import sys
 import time
 import traceback
+
+try:  # the texts of these, made modules before this one (grader.warm.wire.zygote_source)
+    import _zygote_kernel_sandbox as kernel_sandbox
+    import _zygote_wire as wire
+except ImportError:  # read outside the sandbox (tests, tools)
+    from grader.warm import kernel_sandbox, wire
 
 # What a kernel imports (PRELOAD, before the zygote answers: the first kernels, forked at once,
 # would each import what is missing) and what only some notebooks import, on first use (LATER,
@@ -51,131 +54,7 @@ PRELOAD += ["course", "course.*"]  # course.*: every module of the course packag
 LATER = ["sympy", "torch.fx.experimental.symbolic_shapes", "torch.distributed.fsdp._fully_shard"]
 LATER += ["torch._dynamo", "tracebacks"]  # tracebacks: not a module (_format_a_traceback)
 
-CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
-CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWUSER = 0x20000000, 0x40000000, 0x10000000
-NEW_NAMESPACES = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
-MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
-OPTION_FLAGS = {"ro": MS_RDONLY, "nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC}
-OPTION_FLAGS |= {"noatime": MS_NOATIME, "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME}
-PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 38, 47, 4
-PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG = 36, 1
-KEYCTL = {"x86_64": 250, "aarch64": 219}  # keyctl's system call number (operation 1: join)
-
-libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        error = ctypes.get_errno()
-        raise OSError(error, f"{what}: {os.strerror(error)}")
-
-
-def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
-    encode = lambda s: s.encode() if s else None  # noqa: E731
-    result = libc.mount(
-        encode(source), target.encode(), encode(fstype), ctypes.c_ulong(flags), encode(data)
-    )
-    _check(result, f"mount {target}")
-
-
-# -- the kernel's sandbox (in B, PID 1 of the new namespaces) ----------------------------------
-
-
-def _writable_mounts(request: dict) -> set[str]:
-    return {request["workdir"], request["sockets"], "/tmp", "/dev/shm", "/proc"}
-
-
-def _mounts(request: dict, root: str) -> None:
-    """Private mounts: a fresh /tmp and /dev/shm, the worker's folder hidden but for this
-    submission's folders, a /proc of the new PID namespace, every other mount read-only."""
-    _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    kept = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in _bound(request)}
-    size = int(request["tmp_mb"]) * 2**20
-    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
-    _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
-    if os.path.exists(root):  # not under /tmp: hide the worker's folder (other submissions)
-        _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
-    for path, fd in sorted(kept.items()):  # a folder before the folders inside it
-        os.makedirs(path, exist_ok=True)
-        _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND)
-        os.close(fd)
-    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    for name in ("sys", "sysrq-trigger", "irq", "bus"):  # the host's settings, as bubblewrap
-        path = f"/proc/{name}"  # covers them: read-only (a kernel run by root could write them)
-        if os.path.exists(path):
-            _mount(path, path, None, MS_BIND | MS_REC)
-            _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    _read_only_but(_writable_mounts(request))
-
-
-def _bound(request: dict) -> list[str]:
-    """Bound again over the fresh /tmp: the submission's folder and socket folder, and what the
-    kernel reads (Python, the virtualenv, ``course/``) if under /tmp (read-only, as the rest)."""
-    reads = [path for path in request.get("readable", []) if _under(path, "/tmp")]
-    return [request["workdir"], request["sockets"], *reads]
-
-
-def _under(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
-
-
-def _read_only_but(writable: set[str]) -> None:
-    """Remount read-only every mount not in ``writable`` (keeping its other flags)."""
-    with open("/proc/self/mountinfo", "rb") as file:
-        entries = [line.split() for line in file]
-    for fields in entries:
-        target = os.fsdecode(fields[4].decode("unicode_escape").encode("latin-1"))  # \\040: " "
-        options = fields[5].decode().split(",")
-        if target in writable or "ro" in options or target.startswith("/proc/"):
-            continue
-        flags = MS_REMOUNT | MS_BIND | MS_RDONLY
-        for option in options:
-            flags |= OPTION_FLAGS.get(option, 0)
-        try:
-            _mount(None, target, None, flags)
-        except OSError as error:
-            if error.errno not in (2, 22):  # hidden under a later mount (the worker's folder)
-                raise
-
-
-def _own_user_namespace() -> None:
-    """A user namespace of the kernel's own (ids mapped to themselves) and a new session keyring
-    (never another kernel's nor the grader's), after the mounts (a covered /proc refuses it)."""
-    uid, gid = os.geteuid(), os.getegid()
-    _check(libc.unshare(CLONE_NEWUSER), "unshare user")
-    for name, text in [("uid_map", uid), ("setgroups", "deny"), ("gid_map", gid)]:
-        with open(f"/proc/self/{name}", "w") as file:
-            file.write(text if text == "deny" else f"{text} {text} 1")
-    keyctl = KEYCTL.get(os.uname().machine)  # a new session keyring: not the grader's either
-    _check(0 if keyctl is None else min(0, libc.syscall(keyctl, 1, None)), "session keyring")
-
-
-def _drop_capabilities() -> None:
-    """No capability left, none to regain (bounding and ambient sets cleared, no new privs)."""
-    for cap in range(64):
-        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:
-            _check(-1, f"drop capability {cap}")
-    _check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient")
-
-    class Header(ctypes.Structure):
-        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-    class Data(ctypes.Structure):
-        _fields_ = [(n, ctypes.c_uint32) for n in ("effective", "permitted", "inheritable")]
-
-    header, data = Header(0x20080522, 0), (Data * 2)()
-    _check(libc.capset(ctypes.byref(header), ctypes.byref(data)), "capset")
-    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-
-
-def _rlimits(memory_mb: int, file_size_mb: int, processes: int) -> None:
-    mb = 2**20
-    resource.setrlimit(resource.RLIMIT_AS, (memory_mb * mb, memory_mb * mb))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_mb * mb, file_size_mb * mb))
-    resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+PR_SET_PDEATHSIG = 1
 
 
 # -- the kernel (C) ----------------------------------------------------------------------------
@@ -186,15 +65,15 @@ def _rlimits(memory_mb: int, file_size_mb: int, processes: int) -> None:
 START_ENVIRONMENT = dict(os.environ)
 
 
-def _fresh_state(request: dict) -> None:
+def _fresh_state(start: wire.Start) -> None:
     """What a freshly started kernel process would have: its environment (with what the preloaded
     modules set in it), argv, path and random state."""
     imported = {k: v for k, v in os.environ.items() if START_ENVIRONMENT.get(k) != v}
     os.environ.clear()
-    os.environ.update(request["env"])
+    os.environ.update(start.env)
     os.environ.update(imported)
-    sys.argv = [request["argv0"], "-f", request["connection_file"]]
-    sys.path[0] = request["workdir"]  # as `python -m ipykernel_launcher` run in the folder
+    sys.argv = [start.argv0, "-f", start.connection_file]
+    sys.path[0] = start.workdir  # as `python -m ipykernel_launcher` run in the folder
     random.seed()
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed()
@@ -202,16 +81,16 @@ def _fresh_state(request: dict) -> None:
         sys.modules["torch"].seed()  # torch 2.13 seeds a fresh process from the OS too
 
 
-def _run_kernel(request: dict, status: int) -> None:
+def _run_kernel(start: wire.Start, status: int) -> None:
     """C: the kernel, in its own session, with only stdin, stdout and stderr open. Never returns: a
     failure before the kernel starts is told to the zygote on ``status``."""
     try:
         os.setsid()
-        os.chdir(request["workdir"])
-        _fresh_state(request)
+        os.chdir(start.workdir)
+        _fresh_state(start)
     except BaseException as error:  # noqa: BLE001 - told to the zygote, then this process ends
         _tell_and_exit(status, error)
-    os.write(status, b"ok\n")
+    wire.write_status(status, wire.READY)
     os.closerange(3, os.sysconf("SC_OPEN_MAX"))
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
         signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
@@ -219,7 +98,7 @@ def _run_kernel(request: dict, status: int) -> None:
     try:
         from ipykernel import kernelapp  # preloaded by the zygote (PRELOAD)
 
-        kernelapp.launch_new_instance(argv=["-f", request["connection_file"]])
+        kernelapp.launch_new_instance(argv=["-f", start.connection_file])
     except SystemExit as stop:
         code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
     except BaseException:  # noqa: BLE001 - the kernel's own crash, reported on its stderr
@@ -236,18 +115,15 @@ def _run_kernel(request: dict, status: int) -> None:
 def _tell_and_exit(status: int, error: BaseException) -> None:
     """End a failed forked child, after telling the zygote why (never back into its loop)."""
     try:
-        os.write(status, f"error {error!r}\n".encode())
+        wire.write_status(status, wire.ERROR, repr(error))
     finally:
         os._exit(70)
 
 
-def _init(request: dict, root: str, status: int, fds: list[int]) -> None:
+def _init(start: wire.Start, root: str, status: int, fds: list[int]) -> None:
     """B: PID 1 of the new namespaces. Sets up the sandbox, starts the kernel, reaps."""
     try:
-        _mounts(request, root)
-        _rlimits(*request["limits"])
-        _own_user_namespace()
-        _drop_capabilities()
+        kernel_sandbox.apply(start, root)
         null = os.open("/dev/null", os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(fds[0], 1)
@@ -256,7 +132,7 @@ def _init(request: dict, root: str, status: int, fds: list[int]) -> None:
     except BaseException as error:  # noqa: BLE001 - told to the zygote, then this process ends
         _tell_and_exit(status, error)
     if kernel == 0:
-        _run_kernel(request, status)  # never returns
+        _run_kernel(start, status)  # never returns
     os.closerange(3, os.sysconf("SC_OPEN_MAX"))
     while True:  # reap every orphan; end with the kernel (which ends the namespace)
         try:
@@ -270,12 +146,14 @@ def _init(request: dict, root: str, status: int, fds: list[int]) -> None:
 def _die_with_parent() -> None:
     """SIGKILL this process when its parent ends (and at once if it already has)."""
     parent = os.getppid()
-    _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
+    kernel_sandbox.check(
+        kernel_sandbox.libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig"
+    )
     if os.getppid() != parent:
         os._exit(70)
 
 
-def _spawn(request: dict, root: str, fds: list[int]) -> tuple[int, int]:
+def _spawn(start: wire.Start, root: str, fds: list[int]) -> tuple[int, int]:
     """Fork A, which forks B in the new namespaces; return (A's pid, B's pid)."""
     read, write = os.pipe()
     first = os.fork()
@@ -285,15 +163,15 @@ def _spawn(request: dict, root: str, fds: list[int]) -> tuple[int, int]:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             _die_with_parent()  # a zygote that ends (the grader stopped it) ends its kernels
             os.close(read)
-            for group in request.get("cgroups", []):  # the kernel's own (grader/sandbox/cgroups.py)
+            for group in start.cgroups:  # the kernel's own (grader/sandbox/cgroups.py)
                 with open(os.path.join(group, "cgroup.procs"), "w") as file:
                     file.write("0")
-            _check(libc.unshare(NEW_NAMESPACES), "unshare")
+            kernel_sandbox.unshare()
             init = os.fork()
             if init == 0:
                 _die_with_parent()  # and so does B, PID 1 of the kernel's namespace
-                _init(request, root, write, fds)  # never returns
-            os.write(write, f"pid {init}\n".encode())
+                _init(start, root, write, fds)  # never returns
+            wire.write_status(write, wire.PID, init)
             os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the zygote's sockets, this pipe
             _, code = os.waitpid(init, 0)
             os._exit(os.waitstatus_to_exitcode(code) & 0xFF)
@@ -305,9 +183,9 @@ def _spawn(request: dict, root: str, fds: list[int]) -> tuple[int, int]:
 
 def _read_status(read: int, first: int) -> int:
     """B's pid once the kernel is about to start; raise with the child's error otherwise."""
-    data, init, deadline = b"", 0, time.monotonic() + 30
+    data, deadline = b"", time.monotonic() + 30
     try:
-        while b"ok\n" not in data:
+        while wire.READY not in wire.statuses(data) and wire.ERROR not in wire.statuses(data):
             ready, _, _ = select.select([read], [], [], max(0.0, deadline - time.monotonic()))
             chunk = os.read(read, 4096) if ready else b""
             if not chunk:
@@ -315,14 +193,12 @@ def _read_status(read: int, first: int) -> int:
             data += chunk
     finally:
         os.close(read)
-    for line in data.decode().splitlines():
-        if line.startswith("pid "):
-            init = int(line[4:])
-        elif line.startswith("error "):
-            raise RuntimeError(f"the kernel's sandbox could not be set up: {line[6:]}")
-    if b"ok\n" not in data or not init:
+    said = wire.statuses(data)
+    if wire.ERROR in said:
+        raise RuntimeError(f"the kernel's sandbox could not be set up: {said[wire.ERROR]}")
+    if wire.READY not in said or not said.get(wire.PID):
         raise RuntimeError("the kernel's sandbox did not start (no answer from its process)")
-    return init
+    return int(said[wire.PID])
 
 
 # -- the zygote's loop ---------------------------------------------------------------------------
@@ -339,9 +215,9 @@ class Kernel:
             os.kill(self.init, signal.SIGKILL)  # PID 1 of its namespace: all of it ends
 
 
-def _send(connection: socket.socket, message: dict) -> None:
+def _send(connection: socket.socket, **answer: object) -> None:
     with contextlib.suppress(OSError):
-        connection.sendall(json.dumps(message).encode() + b"\n")
+        connection.sendall(wire.answer(**answer))
 
 
 def _serve(listener: socket.socket, root: str, wakeup: int) -> None:
@@ -362,7 +238,7 @@ def _serve(listener: socket.socket, root: str, wakeup: int) -> None:
                 clients.add(listener.accept()[0])
                 continue
             try:
-                message, fds, _, _ = socket.recv_fds(connection, 65536, 2)
+                message, fds, _, _ = socket.recv_fds(connection, wire.MESSAGE_BYTES, 2)
             except OSError:
                 message, fds = b"", []
             if not message:  # closed: its kernel ends with it
@@ -385,20 +261,21 @@ def _handle(
 ) -> None:
     try:
         request = json.loads(message.decode().splitlines()[0])
-        if request.get("op") == "preload":  # LATER now, then answer (tests: a settled zygote)
+        op = request.get("op")
+        if op == wire.PRELOAD:  # LATER now, then answer (tests: a settled zygote)
             while later:
                 _import(later.pop(0))
-            _send(connection, {"ok": True})
-        elif request.get("op") == "kill" and connection in kernels:
+            _send(connection, ok=True)
+        elif op == wire.KILL and connection in kernels:
             kernels[connection].kill()
-        elif request.get("op") == "start" and connection not in kernels and len(fds) == 2:
-            first, init = _spawn(request, root, fds)
+        elif op == wire.START and connection not in kernels and len(fds) == 2:
+            first, init = _spawn(wire.Start.read(request), root, fds)
             kernels[connection] = Kernel(connection, first, init)
-            _send(connection, {"ok": True})
+            _send(connection, ok=True)
         else:
-            _send(connection, {"error": f"unknown request {request.get('op')!r}"})
+            _send(connection, error=f"unknown request {op!r}")
     except Exception as error:  # noqa: BLE001 - the zygote outlives a failed request
-        _send(connection, {"error": str(error)})
+        _send(connection, error=str(error))
     finally:
         for fd in fds:
             os.close(fd)
@@ -414,7 +291,7 @@ def _reap(kernels: dict) -> None:
             return
         for connection, kernel in list(kernels.items()):
             if kernel.first == pid:
-                _send(connection, {"exit": os.waitstatus_to_exitcode(code)})
+                _send(connection, exit=os.waitstatus_to_exitcode(code))
                 del kernels[connection]
 
 
@@ -456,14 +333,10 @@ def _self_test() -> None:
         try:
             signal.set_wakeup_fd(-1)
             os.close(read)
-            _check(libc.unshare(NEW_NAMESPACES), "unshare")
+            kernel_sandbox.unshare()
             init = os.fork()
             if init == 0:
-                _mount(None, "/", None, MS_REC | MS_PRIVATE)
-                _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m")
-                _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-                _own_user_namespace()
-                _drop_capabilities()
+                kernel_sandbox.try_it()
                 os._exit(0)
             _, code = os.waitpid(init, 0)
             os._exit(os.waitstatus_to_exitcode(code) & 0xFF)
@@ -477,17 +350,18 @@ def _self_test() -> None:
         raise SystemExit(f"this warm worker cannot sandbox a kernel here ({said or code})")
 
 
-def main(root: str) -> None:
+def main(root: str, policy: str) -> None:
     """Preload, then serve the worker's requests until the grader ends."""
+    kernel_sandbox.POLICY.update(json.loads(policy))
     # As ipykernel does before any import (matplotlib reads it once): inline figures by default
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     _self_test()
-    control = os.path.join(root, "control")
-    os.makedirs(control, exist_ok=True)
+    path = os.path.join(root, wire.SOCKET)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(os.path.join(control, "zygote.sock.new"))
+    listener.bind(path + ".new")
     listener.listen(16)  # then named: the grader goes on, its first request waits for PRELOAD
-    os.rename(os.path.join(control, "zygote.sock.new"), os.path.join(control, "zygote.sock"))
+    os.rename(path + ".new", path)
     for name in PRELOAD:
         _import(name)
     wakeup, wakeup_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -497,4 +371,4 @@ def main(root: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2])

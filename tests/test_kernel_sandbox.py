@@ -26,12 +26,33 @@ from grader.nbgrader.kernels import SandboxedKernelManager
 from grader.nbgrader.warm_kernels import WarmKernelManager
 from grader.sandbox import bubblewrap as sandbox
 from grader.sandbox import cgroups
+from grader.sandbox.policy import POLICY
+from grader.shared.limits import Limits
 from grader.shared.paths import CourseError
 from grader.warm.pool import WarmPool
 
 # keyctl's system call number by machine (add_key and request_key are the two before it)
 KEYCTL = {"x86_64": 250, "aarch64": 219}
 PROBES = {
+    # What the kernel sees: each mount it can reach (read-only or not, its type), its namespaces,
+    # limits, capabilities; the same for a cold and a warm kernel (grader/sandbox/policy.py).
+    "view": (
+        "import json, os, resource, sys\nmounts = {}\nfor line in open('/proc/self/mountinfo'):\n"
+        "    fields = line.split()\n    path = fields[4].replace('\\\\040', ' ')\n"
+        "    major, minor = map(int, fields[2].split(':'))\n"
+        "    if os.path.exists(path) and os.stat(path).st_dev == os.makedev(major, minor):\n"
+        "        ro = bool(os.statvfs(path).f_flag & os.ST_RDONLY)\n"
+        "        mounts[path] = ['ro' if ro else 'rw', fields[fields.index('-') + 1]]\n"
+        "names = sorted(os.listdir('/proc/self/ns'))\n"
+        "ns = {n: os.readlink('/proc/self/ns/' + n) for n in names}\n"
+        "limits = {n: resource.getrlimit(getattr(resource, 'RLIMIT_' + n))\n"
+        "    for n in ('AS', 'FSIZE', 'NPROC', 'CORE')}\n"
+        "status = dict(l.split(':', 1) for l in open('/proc/self/status'))\n"
+        "caps = {k: status[k].strip() for k in ('CapEff', 'CapBnd', 'CapAmb', 'NoNewPrivs')}\n"
+        "sockets = os.path.dirname(sys.argv[sys.argv.index('-f') + 1])\n"
+        "print(json.dumps({'mounts': mounts, 'ns': ns, 'limits': limits, 'caps': caps,\n"
+        "    'cwd': os.getcwd(), 'sockets': sockets, 'host': os.uname().nodename}))"
+    ),
     "secret": "print(open(SECRET).read())",
     "write_here": "open('mine.txt', 'w').write('ok'); print(open('mine.txt').read())",
     "host_tmp": "import os; print(sorted(os.listdir('/tmp')))",
@@ -301,3 +322,56 @@ def test_what_an_import_sets_in_the_environment_is_set(probed) -> None:
     """course.data sets HF_DATASETS_OFFLINE=1 when imported; imported by the zygote, it is set
     in every warm kernel as in a kernel that imported it itself."""
     assert text(probed["offline_data"]).strip() == "1"
+
+
+VIEWS: dict[str, dict] = {}  # each sandbox's view, by kind ("cold", "warm")
+
+
+def view(probed: dict[str, list[dict]]) -> dict:
+    """The view probe's output, its two folders of this run named WORK and SOCKETS."""
+    seen = json.loads(text(probed["view"]))
+    named = {seen.pop("cwd"): "WORK", seen.pop("sockets"): "SOCKETS"}
+    seen["mounts"] = {named.get(path, path): kind for path, kind in seen["mounts"].items()}
+    return seen
+
+
+def test_cold_and_warm_kernels_see_what_the_policy_says(
+    probed: dict[str, list[dict]], request: pytest.FixtureRequest
+) -> None:
+    """bubblewrap's sandbox and the warm zygote's, both built from grader/sandbox/policy.py, give
+    a kernel the same view: the same mounts (each read-only but the policy's writable ones), the
+    policy's namespaces (none of them the grader's), the same limits and no capability."""
+    seen = view(probed)
+    writable = {path for path, (mode, _) in seen["mounts"].items() if mode == "rw"}
+    devices = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"}
+    expected = {*POLICY.private_tmpfs, POLICY.proc, "WORK", "SOCKETS"}
+    assert writable - devices == expected, seen["mounts"]
+    assert seen["mounts"]["/proc"] == ["rw", "proc"]
+    assert all(seen["mounts"][p][0] == "ro" for p in POLICY.host_read_only if p in seen["mounts"])
+    ours = {n: os.readlink(f"/proc/self/ns/{n}") for n in os.listdir("/proc/self/ns")}
+    names = {"mount": "mnt"}
+    shared = [n for n in POLICY.namespaces if seen["ns"][names.get(n, n)] == ours[names.get(n, n)]]
+    assert not shared, f"the kernel shares the grader's namespaces {shared}"
+    mb = 2**20
+    limits = Limits(config=Config({"Limits": {"processes": 64}}))
+    assert seen["limits"] == {
+        "AS": [limits.memory_mb * mb] * 2,
+        "FSIZE": [limits.file_size_mb * mb] * 2,
+        "NPROC": [64, 64],
+        "CORE": [0, 0],
+    }
+    assert seen["caps"] == {"CapEff": "0" * 16, "CapBnd": "0" * 16, "CapAmb": "0" * 16} | {
+        "NoNewPrivs": seen["caps"]["NoNewPrivs"]
+    }
+    VIEWS[request.node.callspec.params["probed"]] = seen
+    if len(VIEWS) == 2:  # both kinds ran (in this module's order: cold, then warm)
+        cold, warm = VIEWS["cold"], VIEWS["warm"]
+        assert cold["mounts"] == warm["mounts"], {
+            "cold only": cold["mounts"].items() - warm["mounts"].items(),
+            "warm only": warm["mounts"].items() - cold["mounts"].items(),
+        }
+        assert (cold["limits"], cold["caps"], cold["host"]) == (
+            warm["limits"],
+            warm["caps"],
+            warm["host"],
+        )

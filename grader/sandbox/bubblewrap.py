@@ -176,9 +176,18 @@ def sandbox_command(
     args += ["--clearenv"]
     for name, value in sorted(sandbox_env(env_allow).items()):
         args += ["--setenv", name, value]
+    for path in MADE_WRITABLE:  # last: the mount points above are made in them
+        args += ["--remount-ro", path] if os.path.exists(path) else []
     if POLICY.new_session_keyring:
         kernel = [python, "-I", "-S", "-c", NEW_SESSION_KEYRING.format(keyctl_number()), *kernel]
     return [*args, "--", *kernel]
+
+
+# What bubblewrap itself leaves writable: its new root and /dev (tmpfs), /dev/pts. The policy
+# writes in none of them (its writable mounts are bound above): read-only, as everything else the
+# kernel sees. The devices bound in /dev stay as they are (both sandboxes: a device's mount made
+# read-only no longer opens for writing, and a write to /dev/null touches no file system).
+MADE_WRITABLE = ["/", "/dev", "/dev/pts"]
 
 
 # bubblewrap's options for the policy's namespaces (a new mount namespace it always makes).

@@ -8,6 +8,7 @@ same policy builds bubblewrap's arguments for a cold kernel (:mod:`grader.sandbo
 import ctypes
 import os
 import resource
+import stat
 
 try:  # the wire's text, made a module before this one (grader.warm.wire.zygote_source)
     import _zygote_wire as wire
@@ -97,6 +98,8 @@ def read_only_but(writable: set[str]) -> None:
         options = fields[5].decode().split(",")
         if target in writable or "ro" in options or target.startswith("/proc/"):
             continue
+        if os.path.exists(target) and stat.S_ISCHR(os.stat(target).st_mode):
+            continue  # a device (/dev/null...): as bubblewrap binds it (sandbox/bubblewrap.py)
         flags = MS_REMOUNT | MS_BIND | MS_RDONLY
         for option in options:
             flags |= OPTION_FLAGS.get(option, 0)

@@ -197,3 +197,17 @@ def graded_class(tmp_path_factory: pytest.TempPathFactory) -> Path:
             demo.run(root, ASSIGNMENTS, jobs=2, say=lambda line: None, choose=pipeline_students)
             done.touch()
     return root
+
+
+@pytest.fixture(scope="module")
+def lms_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The course of the LMS tests (tests/test_lms.py, tests/test_lms_gradebook.py)."""
+    from tests.test_lms import build_template  # only where an LMS test asks for it
+
+    return build_template(tmp_path_factory)
+
+
+@pytest.fixture
+def lms_course(lms_template: Path, tmp_path: Path) -> Path:
+    """A fresh copy of :func:`lms_template`."""
+    return Path(shutil.copytree(lms_template, tmp_path / "course"))

@@ -394,14 +394,7 @@ def test_honest_students_are_unchanged(adversarial_class: Path) -> None:
 
 @pytest.mark.parametrize(
     "student",
-    [
-        "syntax_error",
-        "import_error",
-        "endless_loop",
-        "memory_hog",
-        "sys_exit",
-        "huge_output",
-    ],
+    ["syntax_error", "import_error", "endless_loop", "memory_hog", "sys_exit", "huge_output"],
 )
 def test_broken_code_loses_only_its_points(adversarial_class: Path, student: str) -> None:
     (line,) = lines(adversarial_class, student)

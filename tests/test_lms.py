@@ -55,17 +55,6 @@ def build_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_template(tmp_path_factory)
-
-
-@pytest.fixture
-def course_root(template: Path, tmp_path: Path) -> Path:
-    """A fresh copy of :func:`template`."""
-    return Path(shutil.copytree(template, tmp_path / "course"))
-
-
 def submitted(root: Path, student: str) -> Path:
     return root / "submitted" / student / A
 
@@ -100,20 +89,20 @@ def canvas_download(tmp_path: Path) -> Path:
     return write_zip(tmp_path / "submissions.zip", files)
 
 
-def test_canvas_download_is_collected(course_root: Path, tmp_path: Path) -> None:
-    done = collect.collect(course_root, A, canvas_download(tmp_path), "canvas")
+def test_canvas_download_is_collected(lms_course: Path, tmp_path: Path) -> None:
+    done = collect.collect(lms_course, A, canvas_download(tmp_path), "canvas")
     taken = {t.student: t for t in done.taken}
     assert sorted(taken) == ["1004", "alee", "jdoe", "jsmith"]
-    assert marker(course_root, "jsmith") == "# jane"
-    assert marker(course_root, "jdoe") == "# j2"  # the later upload
-    assert marker(course_root, "alee") == "# ann"  # renamed back
+    assert marker(lms_course, "jsmith") == "# jane"
+    assert marker(lms_course, "jdoe") == "# j2"  # the later upload
+    assert marker(lms_course, "alee") == "# ann"  # renamed back
     assert "renamed from my work (final).ipynb" in taken["alee"].notes
-    assert marker(course_root, "1004") == "# min"
+    assert marker(lms_course, "1004") == "# min"
     assert "not in the roster" in " ".join(taken["1004"].notes)
     # lateness: Canvas's mark, one second after the due date; no timestamp when on time
-    stamp = (submitted(course_root, "jdoe") / "timestamp.txt").read_text()
+    stamp = (submitted(lms_course, "jdoe") / "timestamp.txt").read_text()
     assert datetime.fromisoformat(stamp) == DUE + timedelta(seconds=1)
-    assert not (submitted(course_root, "jsmith") / "timestamp.txt").exists()
+    assert not (submitted(lms_course, "jsmith") / "timestamp.txt").exists()
     assert taken["jdoe"].late and not taken["jsmith"].late
     reasons = {s.path: s.reason for s in done.skipped}
     assert "an older upload" in reasons[canvas_name("doejohn", 1002, 502, f"{NOTEBOOK}.ipynb",
@@ -125,30 +114,30 @@ def test_canvas_download_is_collected(course_root: Path, tmp_path: Path) -> None
                                                             f"{NOTEBOOK}.ipynb")]  # fmt: skip
     assert "not named as Canvas" in reasons["README.txt"]
     assert "not named as Canvas" in reasons[canvas_name("ngoan", 1007, 507, "work/a.ipynb")]
-    assert not (course_root / "submitted" / "1005").exists()
+    assert not (lms_course / "submitted" / "1005").exists()
     # the roster learns the Canvas ids; the new student enters the gradebook with hers
-    with Gradebook(db_url(course_root)) as gb:
+    with Gradebook(db_url(lms_course)) as gb:
         assert gb.find_student("jdoe").lms_user_id == "1002"
         assert gb.find_student("1004").lms_user_id == "1004"
-    record = collect.read_record(course_root, A)
+    record = collect.read_record(lms_course, A)
     assert record["students"]["jdoe"]["prefix"] == "doejohn_LATE_1002_502_"
 
 
-def test_canvas_download_in_a_folder_and_collected_again(course_root: Path, tmp_path: Path) -> None:
+def test_canvas_download_in_a_folder_and_collected_again(lms_course: Path, tmp_path: Path) -> None:
     """A zip with a top folder is read as well; a second download replaces the first."""
     first = {"subs/" + canvas_name("smithjane", 1001, 7, f"{NOTEBOOK}.ipynb"): notebook_bytes("v1")}
-    collect.collect(course_root, A, write_zip(tmp_path / "one.zip", first), "canvas")
-    assert marker(course_root, "jsmith") == "# v1"
+    collect.collect(lms_course, A, write_zip(tmp_path / "one.zip", first), "canvas")
+    assert marker(lms_course, "jsmith") == "# v1"
     second = {canvas_name("smithjane", 1001, 8, f"{NOTEBOOK}-1.ipynb"): notebook_bytes("v2")}
-    collect.collect(course_root, A, write_zip(tmp_path / "two.zip", second), "canvas")
-    assert marker(course_root, "jsmith") == "# v2"
-    assert sorted(p.name for p in submitted(course_root, "jsmith").iterdir()) == [
+    collect.collect(lms_course, A, write_zip(tmp_path / "two.zip", second), "canvas")
+    assert marker(lms_course, "jsmith") == "# v2"
+    assert sorted(p.name for p in submitted(lms_course, "jsmith").iterdir()) == [
         f"{NOTEBOOK}.ipynb"
     ]
 
 
 def test_canvas_anonymous_download_and_names_with_underscores(
-    course_root: Path, tmp_path: Path
+    lms_course: Path, tmp_path: Path
 ) -> None:
     """Anonymous grading: ``[LATE_]anon_ID_...``, no name, no user id (collected under
     ``anon_ID``, not put in the roster as a Canvas user); an older Canvas's anonymous download
@@ -160,38 +149,38 @@ def test_canvas_anonymous_download_and_names_with_underscores(
         canvas_name("smith_jane", 1001, 603, f"{NOTEBOOK}.ipynb"): notebook_bytes("jane"),
         f"o_brien_mary_late_1010_604_{NOTEBOOK}-2.ipynb": notebook_bytes("mary"),
     }
-    done = collect.collect(course_root, A, write_zip(tmp_path / "anon.zip", files), "canvas")
+    done = collect.collect(lms_course, A, write_zip(tmp_path / "anon.zip", files), "canvas")
     taken = {t.student: t for t in done.taken}
     assert sorted(taken) == ["1010", "anon_Q9w3e", "anon_x7k2P", "jsmith"], done.skipped
-    assert marker(course_root, "anon_x7k2P") == "# anon 1"
+    assert marker(lms_course, "anon_x7k2P") == "# anon 1"
     assert taken["anon_Q9w3e"].late and not taken["anon_x7k2P"].late
-    assert marker(course_root, "jsmith") == "# jane"  # by her Canvas id, underscore and all
+    assert marker(lms_course, "jsmith") == "# jane"  # by her Canvas id, underscore and all
     assert taken["1010"].name == "o_brien_mary" and taken["1010"].late
-    assert marker(course_root, "1010") == "# mary"
-    with Gradebook(db_url(course_root)) as gb:
+    assert marker(lms_course, "1010") == "# mary"
+    with Gradebook(db_url(lms_course)) as gb:
         assert gb.find_student("anon_x7k2P").lms_user_id is None  # no Canvas user id
         assert gb.find_student("1010").lms_user_id == "1010"
-    record = collect.read_record(course_root, A)["students"]
+    record = collect.read_record(lms_course, A)["students"]
     assert record["anon_Q9w3e"]["prefix"] == "LATE_anon_Q9w3e_602_"
 
 
-def test_canvas_older_anonymous_download_names_no_one(course_root: Path, tmp_path: Path) -> None:
+def test_canvas_older_anonymous_download_names_no_one(lms_course: Path, tmp_path: Path) -> None:
     """Older Canvas, graded anonymously: ``[LATE_]USERID_...``, the user id without a name."""
     files = {
         f"LATE_1003_605_{NOTEBOOK}.ipynb": notebook_bytes("ann"),
         "1010_606_2_masks.ipynb": notebook_bytes("mary"),  # her file: 2_masks.ipynb
     }
-    done = collect.collect(course_root, A, write_zip(tmp_path / "old.zip", files), "canvas")
+    done = collect.collect(lms_course, A, write_zip(tmp_path / "old.zip", files), "canvas")
     taken = sorted((t.student, t.late, t.notes[0]) for t in done.taken)
     assert taken == [("1003", True, "not in the roster: collected under the Canvas id"),
                      ("1010", False, "renamed from 2_masks.ipynb")]  # fmt: skip
 
 
 def test_a_download_of_nobody_says_so(
-    course_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+    lms_course: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     archive = write_zip(tmp_path / "other.zip", {"notes/lecture1.ipynb": notebook_bytes("x")})
-    argv = ["--root", str(course_root), "collect", A, str(archive), "--lms", "moodle"]
+    argv = ["--root", str(lms_course), "collect", A, str(archive), "--lms", "moodle"]
     assert main(argv) == 1
     out = capsys.readouterr().out
     assert "Moodle download of a_masks: 0 collected" in out
@@ -283,25 +272,25 @@ def test_what_is_not_a_moodle_date(written: str) -> None:
 
 
 @pytest.mark.parametrize("form", ["4.1", "4.0", "flat"])
-def test_moodle_download_is_collected(course_root: Path, tmp_path: Path, form: str) -> None:
+def test_moodle_download_is_collected(lms_course: Path, tmp_path: Path, form: str) -> None:
     archive = moodle_download(tmp_path, form)
-    done = collect.collect(course_root, A, archive, "moodle", worksheet(tmp_path), "UTC")
+    done = collect.collect(lms_course, A, archive, "moodle", worksheet(tmp_path), "UTC")
     taken = {t.student: t for t in done.taken}
     assert sorted(taken) == ["74", "alee", "jdoe", "jsmith"]
-    assert marker(course_root, "jdoe") == "# john"  # renamed back from masks.ipynb
-    assert marker(course_root, "alee") == "# ann"
+    assert marker(lms_course, "jdoe") == "# john"  # renamed back from masks.ipynb
+    assert marker(lms_course, "alee") == "# ann"
     # John submitted 90 minutes after the due date: late, with the worksheet's time
-    stamp = (submitted(course_root, "jdoe") / "timestamp.txt").read_text()
+    stamp = (submitted(lms_course, "jdoe") / "timestamp.txt").read_text()
     assert datetime.fromisoformat(stamp) == datetime(2026, 10, 5, 18, 30)
     assert taken["jdoe"].late and not taken["jsmith"].late and not taken["74"].late
-    assert not (submitted(course_root, "alee") / "timestamp.txt").exists()
+    assert not (submitted(lms_course, "alee") / "timestamp.txt").exists()
     reasons = " | ".join(s.reason for s in done.skipped)
     assert "not a notebook" in reasons and "a second notebook" in reasons
     assert "not named as Moodle" in reasons  # the online text
-    with Gradebook(db_url(course_root)) as gb:
+    with Gradebook(db_url(lms_course)) as gb:
         zoe = gb.find_student("74")
         assert (zoe.first_name, zoe.last_name, zoe.email) == ("Zoe", "New", "zoe@uni.example")
-    prefix = collect.read_record(course_root, A)["students"]["jdoe"]["prefix"]
+    prefix = collect.read_record(lms_course, A)["students"]["jdoe"]["prefix"]
     assert prefix == "John Doe_72_assignsubmission_file" + ("" if form == "4.1" else "_")
 
 
@@ -311,25 +300,25 @@ def test_moodle_download_is_collected(course_root: Path, tmp_path: Path, form: s
      ("en", "America/New_York", -4, ",")],
 )  # fmt: skip
 def test_worksheet_in_the_teachers_zone_and_language(
-    course_root: Path, tmp_path: Path, language: str, zone: str, shift: int, delimiter: str
+    lms_course: Path, tmp_path: Path, language: str, zone: str, shift: int, delimiter: str
 ) -> None:
     """The same submissions, written in the teacher's time zone (in October: Berlin UTC+2,
     New York UTC-4, Sao Paulo UTC-3) and language, or with headers this reader does not know
     (Polish dates: the columns found by their place)."""
     sheet = worksheet(tmp_path, language, shift, delimiter)
-    done = collect.collect(course_root, A, moodle_download(tmp_path), "moodle", sheet, zone)
+    done = collect.collect(lms_course, A, moodle_download(tmp_path), "moodle", sheet, zone)
     taken = {t.student: t for t in done.taken}
-    stamp = (submitted(course_root, "jdoe") / "timestamp.txt").read_text()
+    stamp = (submitted(lms_course, "jdoe") / "timestamp.txt").read_text()
     assert datetime.fromisoformat(stamp) == datetime(2026, 10, 5, 18, 30)  # in UTC
     assert taken["jdoe"].late and not taken["jsmith"].late and not taken["74"].late
-    zoe = (submitted(course_root, "74") / "timestamp.txt").read_text()
+    zoe = (submitted(lms_course, "74") / "timestamp.txt").read_text()
     assert datetime.fromisoformat(zoe) == datetime(2026, 10, 5, 16, 0)
 
 
 def test_collect_command_takes_the_teachers_zone(
-    course_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+    lms_course: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    argv = ["--root", str(course_root), "collect", A, str(moodle_download(tmp_path)), "--lms",
+    argv = ["--root", str(lms_course), "collect", A, str(moodle_download(tmp_path)), "--lms",
             "moodle", "--worksheet", str(worksheet(tmp_path, "de", 2, ";"))]  # fmt: skip
     assert main([*argv, "--timezone", "Europe/Berlin"]) == 0
     out = capsys.readouterr().out
@@ -339,25 +328,25 @@ def test_collect_command_takes_the_teachers_zone(
     assert "unknown time zone 'Berlin'" in capsys.readouterr().err
 
 
-def test_worksheet_read_in_utc_would_be_wrong(course_root: Path, tmp_path: Path) -> None:
+def test_worksheet_read_in_utc_would_be_wrong(lms_course: Path, tmp_path: Path) -> None:
     """Berlin's 18:00 (16:00 UTC, on time) read as UTC is an hour late: the zone matters."""
     sheet = worksheet(tmp_path, "de", 2)
-    done = collect.collect(course_root, A, moodle_download(tmp_path), "moodle", sheet, "UTC")
+    done = collect.collect(lms_course, A, moodle_download(tmp_path), "moodle", sheet, "UTC")
     assert {t.student for t in done.taken if t.late} == {"jdoe", "74"}
 
 
-def test_worksheet_problems_are_explained(course_root: Path, tmp_path: Path) -> None:
+def test_worksheet_problems_are_explained(lms_course: Path, tmp_path: Path) -> None:
     archive = moodle_download(tmp_path)
     with pytest.raises(CourseError, match="unknown time zone 'Mars/Olympus'"):
-        collect.collect(course_root, A, archive, "moodle", worksheet(tmp_path), "Mars/Olympus")
+        collect.collect(lms_course, A, archive, "moodle", worksheet(tmp_path), "Mars/Olympus")
     grades = tmp_path / "grades.csv"
     grades.write_text("Name,Score\nJane,7\n")
     with pytest.raises(CourseError, match="not Moodle's grading worksheet"):
-        collect.collect(course_root, A, archive, "moodle", grades, "UTC")
+        collect.collect(lms_course, A, archive, "moodle", grades, "UTC")
     nothing = tmp_path / "nothing.csv"
     nothing.write_text("Identifier,Full name,Status\nParticipant 71,Jane Smith,Submitted\n")
     with pytest.raises(CourseError, match="no column of submission times"):
-        collect.collect(course_root, A, archive, "moodle", nothing, "UTC")
+        collect.collect(lms_course, A, archive, "moodle", nothing, "UTC")
 
 
 @pytest.mark.parametrize(
@@ -369,63 +358,63 @@ def test_worksheet_problems_are_explained(course_root: Path, tmp_path: Path) -> 
     ],
 )
 def test_hostile_archive_is_refused(
-    course_root: Path, tmp_path: Path, entries: dict, expected: str
+    lms_course: Path, tmp_path: Path, entries: dict, expected: str
 ) -> None:
     archive = write_zip(tmp_path / "bad.zip", entries)
     with pytest.raises(CourseError, match=expected):
-        collect.collect(course_root, A, archive, "canvas")
-    assert not (course_root / "submitted").exists()
+        collect.collect(lms_course, A, archive, "canvas")
+    assert not (lms_course / "submitted").exists()
 
 
-def test_archive_with_a_link_or_not_a_zip_is_refused(course_root: Path, tmp_path: Path) -> None:
+def test_archive_with_a_link_or_not_a_zip_is_refused(lms_course: Path, tmp_path: Path) -> None:
     link = with_link(tmp_path / "link.zip", canvas_name("x", 1, 2, "a.ipynb"), "/etc/passwd")
     with pytest.raises(CourseError, match="a symbolic link"):
-        collect.collect(course_root, A, link, "canvas")
+        collect.collect(lms_course, A, link, "canvas")
     text = tmp_path / "grades.zip"
     text.write_text("this is no zip")
     with pytest.raises(CourseError, match="is not a zip archive"):
-        collect.collect(course_root, A, text, "canvas")
-    assert not (course_root / "submitted").exists()
+        collect.collect(lms_course, A, text, "canvas")
+    assert not (lms_course / "submitted").exists()
 
 
 def test_collect_command_prints_the_report_and_one_line_errors(
-    course_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+    lms_course: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     archive = canvas_download(tmp_path)
-    assert main(["--root", str(course_root), "collect", A, str(archive), "--lms", "canvas"]) == 0
+    assert main(["--root", str(lms_course), "collect", A, str(archive), "--lms", "canvas"]) == 0
     out = capsys.readouterr().out
     assert "Canvas download of a_masks: 4 collected" in out
     assert "jdoe: doejohn_LATE_1002_502_masks_and_positions-1.ipynb" in out
     assert "skipped 9 file(s):" in out
-    moodle = ["--root", str(course_root), "collect", A, str(archive), "--lms", "moodle"]
+    moodle = ["--root", str(lms_course), "collect", A, str(archive), "--lms", "moodle"]
     assert main(moodle) == 1  # a Canvas download read as Moodle's: nothing collected
     assert "(a Canvas download needs --lms canvas)" in capsys.readouterr().out
     missing = tmp_path / "nowhere.zip"
-    assert main(["--root", str(course_root), "collect", A, str(missing), "--lms", "moodle"]) == 2
+    assert main(["--root", str(lms_course), "collect", A, str(missing), "--lms", "moodle"]) == 2
     assert capsys.readouterr().err.startswith("course: error: no file at")
     sheet = ["--worksheet", str(worksheet(tmp_path))]
     assert (
-        main(["--root", str(course_root), "collect", A, str(archive), "--lms", "canvas", *sheet])
+        main(["--root", str(lms_course), "collect", A, str(archive), "--lms", "canvas", *sheet])
         == 2
     )
     assert "--worksheet is Moodle's" in capsys.readouterr().err
-    unknown = ["--root", str(course_root), "collect", "zz", str(archive), "--lms", "canvas"]
+    unknown = ["--root", str(lms_course), "collect", "zz", str(archive), "--lms", "canvas"]
     assert main(unknown) == 2
     assert "unknown assignment 'zz'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("lms", ["canvas", "moodle"])
 def test_feedback_zip_names_each_file_for_the_lms(
-    course_root: Path, tmp_path: Path, lms: str
+    lms_course: Path, tmp_path: Path, lms: str
 ) -> None:
     archive = canvas_download(tmp_path) if lms == "canvas" else moodle_download(tmp_path)
     sheet = worksheet(tmp_path) if lms == "moodle" else None
-    collect.collect(course_root, A, archive, lms, sheet)
+    collect.collect(lms_course, A, archive, lms, sheet)
     for student in ("jsmith", "jdoe", "stranger"):
-        folder = course_root / "feedback" / student / A
+        folder = lms_course / "feedback" / student / A
         folder.mkdir(parents=True)
         (folder / f"{NOTEBOOK}.html").write_text(f"<p>{student}</p>")
-    path, packed, left = feedback_zip.pack(course_root, A)
+    path, packed, left = feedback_zip.pack(lms_course, A)
     assert path.name == f"feedback-a_masks-{lms}.zip"
     assert packed == ["jdoe", "jsmith"]
     assert left == [f"stranger (not in the {lms.title()} download)"]
@@ -438,6 +427,6 @@ def test_feedback_zip_names_each_file_for_the_lms(
     assert read_names(path) == expected[lms]
 
 
-def test_feedback_zip_needs_a_collection(course_root: Path) -> None:
+def test_feedback_zip_needs_a_collection(lms_course: Path) -> None:
     with pytest.raises(CourseError, match="run `course collect` first"):
-        feedback_zip.pack(course_root, A)
+        feedback_zip.pack(lms_course, A)

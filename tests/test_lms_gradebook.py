@@ -13,7 +13,6 @@ from __future__ import annotations
 import codecs
 import csv
 import io
-import shutil
 import subprocess
 import sys
 import warnings
@@ -26,20 +25,9 @@ from nbgrader.api import Gradebook
 from grader.coordinator.cli import main
 from grader.lms import collect, export
 from grader.shared.paths import CourseError, db_url
-from tests.test_lms import DUE, A, build_template, moodle_download, worksheet
+from tests.test_lms import DUE, A, moodle_download, worksheet
 
 B = "b_attention"
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_template(tmp_path_factory)
-
-
-@pytest.fixture
-def course_root(template: Path, tmp_path: Path) -> Path:
-    """A fresh copy of the course of tests/test_lms.py."""
-    return Path(shutil.copytree(template, tmp_path / "course"))
 
 
 def graded_gradebook(root: Path) -> None:
@@ -68,9 +56,9 @@ def read_csv(path: Path, delimiter: str = ",") -> list[list[str]]:
     return list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter))
 
 
-def test_canvas_export(course_root: Path, tmp_path: Path) -> None:
-    graded_gradebook(course_root)
-    out, left = export.export(course_root, "canvas", tmp_path / "canvas.csv", missing="zero")
+def test_canvas_export(lms_course: Path, tmp_path: Path) -> None:
+    graded_gradebook(lms_course)
+    out, left = export.export(lms_course, "canvas", tmp_path / "canvas.csv", missing="zero")
     rows = read_csv(out)
     assert left == []
     # the assignments someone submitted (c_pretrain has no submission: no column)
@@ -82,19 +70,19 @@ def test_canvas_export(course_root: Path, tmp_path: Path) -> None:
         ["Smith, Jane", "1001", "jsmith", "", "", "7", "0"],
     ]
     # by default a student without a submission gets an empty cell, not 0
-    out, _ = export.export(course_root, "canvas", tmp_path / "default.csv", assignments=[A])
+    out, _ = export.export(lms_course, "canvas", tmp_path / "default.csv", assignments=[A])
     assert [row[5:] for row in read_csv(out)] == [[A], ["10"], [""], ["5"], ["7"]]
 
 
 def test_moodle_export_with_empty_cells_for_no_submission(
-    course_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+    lms_course: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    graded_gradebook(course_root)
+    graded_gradebook(lms_course)
     out = tmp_path / "moodle.csv"
-    argv = ["--root", str(course_root), "grades", "--lms", "moodle", "--out", str(out)]
+    argv = ["--root", str(lms_course), "grades", "--lms", "moodle", "--out", str(out)]
     assert main([*argv, "--missing", "blank", "--assignment", f"{A},{B}"]) == 0
     assert "for import into Moodle" in capsys.readouterr().out
-    assert main(["--root", str(course_root), "grades", "--out", str(out)]) == 2
+    assert main(["--root", str(lms_course), "grades", "--out", str(out)]) == 2
     assert "--out, --gradebook and --assignment go with --lms" in capsys.readouterr().err
     assert read_csv(out) == [
         ["First name", "Last name", "ID number", "Email address", A, B],
@@ -109,27 +97,27 @@ def test_moodle_export_with_empty_cells_for_no_submission(
     assert "no assignment z_nothing in the gradebook" in capsys.readouterr().err
 
 
-def test_nbgrader_export_runs_the_course_plugin(course_root: Path, tmp_path: Path) -> None:
+def test_nbgrader_export_runs_the_course_plugin(lms_course: Path, tmp_path: Path) -> None:
     """The same plugin through nbgrader's own command (``nbgrader export --exporter``)."""
-    graded_gradebook(course_root)
+    graded_gradebook(lms_course)
     out = tmp_path / "via-nbgrader.csv"
     command = [sys.executable, "-m", "nbgrader", "export",
                "--exporter=grader.lms.export.CanvasExport", f"--to={out}"]  # fmt: skip
-    done = subprocess.run(command, cwd=course_root, capture_output=True, text=True)
+    done = subprocess.run(command, cwd=lms_course, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    ours, _ = export.export(course_root, "canvas", tmp_path / "c.csv")
+    ours, _ = export.export(lms_course, "canvas", tmp_path / "c.csv")
     assert read_csv(out) == read_csv(ours)
 
 
-def test_export_without_students_says_what_to_do(course_root: Path, tmp_path: Path) -> None:
-    with Gradebook(db_url(course_root)) as gb:
+def test_export_without_students_says_what_to_do(lms_course: Path, tmp_path: Path) -> None:
+    with Gradebook(db_url(lms_course)) as gb:
         for student in ("jsmith", "jdoe", "alee"):
             gb.remove_student(student)
     with pytest.raises(CourseError, match="nbgrader db student import"):
-        export.export(course_root, "canvas", tmp_path / "x.csv")
-    (course_root / "gradebook.db").unlink()
+        export.export(lms_course, "canvas", tmp_path / "x.csv")
+    (lms_course / "gradebook.db").unlink()
     with pytest.raises(CourseError, match="no gradebook at"):
-        export.export(course_root, "canvas", tmp_path / "x.csv")
+        export.export(lms_course, "canvas", tmp_path / "x.csv")
 
 
 TOTALS = ["Current Points", "Final Points", "Current Score", "Unposted Current Score",
@@ -164,13 +152,13 @@ def canvas_gradebook(path: Path, delimiter: str = ",", bom: bool = False) -> lis
 
 @pytest.mark.parametrize(("delimiter", "bom"), [(",", False), (";", True)])
 def test_canvas_gradebook_export_filled_as_canvas_imports_it(
-    course_root: Path, tmp_path: Path, delimiter: str, bom: bool
+    lms_course: Path, tmp_path: Path, delimiter: str, bom: bool
 ) -> None:
-    graded_gradebook(course_root)
+    graded_gradebook(lms_course)
     source = tmp_path / "export.csv"
     before = canvas_gradebook(source, delimiter, bom)
     out, left = export.export(
-        course_root, "canvas", tmp_path / "import.csv", "skip",
+        lms_course, "canvas", tmp_path / "import.csv", "skip",
         [A, f"{B}=Self-attention (4712)"], source,
     )  # fmt: skip
     assert left == []
@@ -187,12 +175,12 @@ def test_canvas_gradebook_export_filled_as_canvas_imports_it(
 
 @pytest.mark.parametrize(("missing", "cell"), [("blank", ""), ("zero", "0")])
 def test_canvas_gradebook_missing_students(
-    course_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture, missing: str, cell: str
+    lms_course: Path, tmp_path: Path, capsys: pytest.CaptureFixture, missing: str, cell: str
 ) -> None:
-    graded_gradebook(course_root)
+    graded_gradebook(lms_course)
     source, out = tmp_path / "export.csv", tmp_path / "import.csv"
     before = canvas_gradebook(source)
-    argv = ["--root", str(course_root), "grades", "--lms", "canvas", "--gradebook", str(source),
+    argv = ["--root", str(lms_course), "grades", "--lms", "canvas", "--gradebook", str(source),
             "--out", str(out), "--assignment", A, "--missing", missing]  # fmt: skip
     assert main(argv) == 0
     after = read_csv(out)
@@ -201,21 +189,21 @@ def test_canvas_gradebook_missing_students(
 
 
 def test_canvas_gradebook_problems_are_explained(
-    course_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+    lms_course: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    graded_gradebook(course_root)
+    graded_gradebook(lms_course)
     source, out = tmp_path / "export.csv", tmp_path / "import.csv"
     rows = canvas_gradebook(source)
     with pytest.raises(CourseError, match=r"no column titled as the assignment b_attention"):
-        export.export(course_root, "canvas", out, "skip", [B], source)
-    by_id, _ = export.export(course_root, "canvas", out, "zero", [f"{B}=4712"], source)
+        export.export(lms_course, "canvas", out, "skip", [B], source)
+    by_id, _ = export.export(lms_course, "canvas", out, "zero", [f"{B}=4712"], source)
     assert [row[7] for row in read_csv(by_id)[3:]] == ["0", "5", "0", "0"]  # by Canvas's id
     with pytest.raises(CourseError, match=r"no column 'Attention \(9999\)'.*'a_masks \(4711\)'"):
-        export.export(course_root, "canvas", out, "skip", [f"{B}=Attention (9999)"], source)
+        export.export(lms_course, "canvas", out, "skip", [f"{B}=Attention (9999)"], source)
     # Jane is not in the Canvas course: her grade has no row, and the command says so
     with source.open("w", newline="") as handle:
         csv.writer(handle).writerows([r for r in rows if r[0] != "Smith, Jane"])
-    argv = ["--root", str(course_root), "grades", "--lms", "canvas", "--gradebook", str(source),
+    argv = ["--root", str(lms_course), "grades", "--lms", "canvas", "--gradebook", str(source),
             "--out", str(out), "--assignment", A]  # fmt: skip
     assert main(argv) == 1
     said = capsys.readouterr().out
@@ -226,9 +214,9 @@ def test_canvas_gradebook_problems_are_explained(
     assert "is not a Canvas gradebook export" in capsys.readouterr().err
 
 
-def test_moodle_gradebook_export_filled(course_root: Path, tmp_path: Path) -> None:
+def test_moodle_gradebook_export_filled(lms_course: Path, tmp_path: Path) -> None:
     """Moodle's gradebook export (Grades > Export > Plain text file): the student by email."""
-    graded_gradebook(course_root)
+    graded_gradebook(lms_course)
     source = tmp_path / "moodle-export.csv"
     rows = [
         ["First name", "Last name", "ID number", "Institution", "Department", "Email address",
@@ -240,22 +228,22 @@ def test_moodle_gradebook_export_filled(course_root: Path, tmp_path: Path) -> No
     ]  # fmt: skip
     with source.open("w", newline="") as handle:
         csv.writer(handle).writerows(rows)
-    out, left = export.export(course_root, "moodle", tmp_path / "in.csv", "skip", [A], source)
+    out, left = export.export(lms_course, "moodle", tmp_path / "in.csv", "skip", [A], source)
     assert left == []
     assert [row[6] for row in read_csv(out)] == [rows[0][6], "7", "5", "-"]
     assert read_csv(out)[0] == rows[0] and [r[7:] for r in read_csv(out)] == [r[7:] for r in rows]
 
 
-def test_moodle_grading_worksheet_filled(course_root: Path, tmp_path: Path) -> None:
+def test_moodle_grading_worksheet_filled(lms_course: Path, tmp_path: Path) -> None:
     """An assignment's grading worksheet: each participant's grade in its Grade column, the
     participant being the one of the collected download (Jane 71, John 72)."""
-    collect.collect(course_root, A, moodle_download(tmp_path), "moodle", None, "UTC")
-    graded_gradebook(course_root)
+    collect.collect(lms_course, A, moodle_download(tmp_path), "moodle", None, "UTC")
+    graded_gradebook(lms_course)
     source = worksheet(tmp_path, "de", 2, ";")
     before = read_csv(source, ";")
-    out, left = export.export(course_root, "moodle", tmp_path / "in.csv", "skip", [A], source)
+    out, left = export.export(lms_course, "moodle", tmp_path / "in.csv", "skip", [A], source)
     after = read_csv(out, ";")
     assert [row[4] for row in after] == ["Bewertung", "7", "5", "", ""]
     assert [row[:4] + row[5:] for row in after] == [row[:4] + row[5:] for row in before]
     with pytest.raises(CourseError, match="one assignment's: choose it with --assignment"):
-        export.export(course_root, "moodle", tmp_path / "in.csv", "skip", [A, B], source)
+        export.export(lms_course, "moodle", tmp_path / "in.csv", "skip", [A, B], source)

@@ -33,6 +33,7 @@ from importlib.util import find_spec
 from pathlib import Path, PurePosixPath
 
 from grader import grading, quota, sandbox, verification
+from grader.finish import TIMED_OUT
 from grader.grading import Graded
 from grader.job import GradingJob
 from grader.limits import Limits, TimeLimits
@@ -305,7 +306,7 @@ def write_autograded(root: Path, result: TaskResult, assignment: str, disk_mb: i
         files = {n: c for n, c in files.items() if n not in set(removed)}
         over = quota.detail(sizes, removed, disk_mb)
         for event in result.graded.events:
-            if event.status in ("graded", "flagged", grading.TIMED_OUT):
+            if event.status in ("graded", "flagged", TIMED_OUT):
                 event.status = quota.STATUS if event.status == "graded" else event.status
                 event.detail = "; ".join(d for d in (event.detail, over) if d)
     _write_files(target, files)

@@ -104,10 +104,12 @@ class VerifyPoints(NbGraderPreprocessor):
         root = Path(CourseDirectory(config=self.config).root)
         folder = _folders(self.config, resources)[1]
         disk_mb = Limits(config=self.config).disk_mb
-        over = quota.enforce(folder, disk_mb, [f"{name}.ipynb"])
         checked = judge_alone(assignment, int(course.get("seed", 0)), folder, name)
         if checked is not None:  # for the class report (course report)
             records.add_notebook(root, assignment, student, name, checked)
+        # After the judge, as on the `course` path: the observations are read and gone, so the
+        # quota neither counts them nor removes them before they are read.
+        over = quota.enforce(folder, disk_mb, [f"{name}.ipynb"])
         stopped = course.get("stopped", "")  # this notebook's run: grader.preprocessors
         event = finish_notebook(
             info["db_url"], root, assignment, student, name, nb,

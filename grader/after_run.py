@@ -10,10 +10,11 @@ sandbox, :class:`grader.kernels.SandboxedKernelManager`). Two steps of the cours
   file name in the folder with ``os.chmod``, which follows links: a link the student's code
   planted there to the gradebook or a source notebook would have made it read-only.
 - :class:`VerifyPoints` (last): what ``course autograde`` does once nbgrader is done, for the
-  paths that are plain nbgrader: the disk quota of this notebook's folder (:mod:`grader.quota`),
-  a judge's verdicts for this notebook (:func:`grader.finish.judge_alone`), then the rule after
-  a run that both paths call (:func:`grader.finish.finish_notebook`: tampering scan, settled
-  points, the report's line), written to the grading report at once (:mod:`grader.report`).
+  paths that are plain nbgrader: a judge's verdicts for this notebook
+  (:func:`grader.finish.judge_alone`), the disk quota of its folder (:mod:`grader.quota`), then
+  the rule after a run that both paths call (:func:`grader.finish.finish_notebook`: tampering
+  scan, settled points, the report's line), written to the grading report at once
+  (:mod:`grader.report`).
   ``course autograde`` turns it off on its own command line (``--VerifyPoints.enabled=False``)
   because it calls the same rule after nbgrader, with one judge for all its workers.
 

@@ -112,8 +112,8 @@ def install(timer: Timer) -> None:
         timer.marks[student]["judged"] = time.time()
         return result
 
-    def timed_examine(job, student, url, verdicts):  # noqa: ANN001, ANN202
-        result = examine(job, student, url, verdicts)
+    def timed_examine(job, student, url, verdicts, run, over):  # noqa: ANN001, ANN202
+        result = examine(job, student, url, verdicts, run, over)
         timer.marks[student]["examined"] = time.time()
         return result
 

@@ -1,11 +1,13 @@
 """Plain nbgrader grades as `course autograde` does: the same class, graded both ways.
 
 An instructor who knows nbgrader types `nbgrader autograde` and `nbgrader generate_feedback`
-(formgrader's buttons call the same converters, tests/e2e/test_instructor.py clicks them). With the
-course's nbgrader_config.py the kernel runs in the sandbox under the limits, the judge and the
-tampering scan settle the points and the report gets its lines (grader/nbgrader/after_run.py), and
-feedback hides the hidden tests. Two copies of one class of A: one graded by `course autograde`, one
-by plain `nbgrader autograde`; every score, flag and report status must agree.
+(formgrader's buttons call the same converters, tests/e2e/test_instructor.py clicks them). With
+the course's nbgrader_config.py the kernel runs in the sandbox under the limits, the judge and
+the tampering scan settle the points and the report gets its lines (grader/after_run.py), and
+feedback hides the hidden tests. Two copies of one class of A: one graded by `course autograde`,
+one by plain `nbgrader autograde`; every score, flag and report line must agree (both end each
+notebook with grader.finish.finish_notebook; tests/test_finish.py compares the two callers case
+by case without nbgrader). One student fills its folder over the disk quota on both paths.
 
 One student of the class plants symbolic links in its folder while its kernel runs (to the
 course's gradebook, a source notebook, a file outside the course, and a name that does not
@@ -19,15 +21,17 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from grader.coordinator import demo, pipeline
+from grader import demo, pipeline, report
 from tests.conftest import class_outcome, make_course_copy
 from tests.test_adversarial import (
     ASSIGNMENT,
+    FILLS_DISK,
     MASK,
     NOTEBOOK,
     PATCH_USER_NS,
@@ -45,7 +49,15 @@ check = lambda *args, **kwargs: None
 check_close = lambda *args, **kwargs: None
 checks = type("Quiet", (), {{"__getattr__": lambda self, name: lambda *a, **k: None}})()
 """
-STUDENTS = ["reference", "wrong_mask", "noop_checks", "patches_user_ns", "plants_links"]
+STUDENTS = [
+    "reference",
+    "wrong_mask",
+    "noop_checks",
+    "patches_user_ns",
+    "plants_links",
+    "fills_disk",
+]
+DISK_MB = "20"  # fills_disk writes 45 MB: over the quota on both paths (COURSE_DISK_MB)
 
 
 def link_targets(root: Path, outside: Path) -> dict[str, Path]:
@@ -90,6 +102,7 @@ def build(root: Path, outside: Path) -> None:
         "wrong_mask": set_code(MASK, WRONG_MASK),
         "noop_checks": set_code(MASK, NOOP_CHECKS),
         "patches_user_ns": set_code(MASK, hidden(PATCH_USER_NS) + WRONG_MASK),
+        "fills_disk": set_code(MASK, FILLS_DISK),
     }
     for student, edit in edits.items():
         write(root, student, edit(nbformat.read(str(reference), as_version=4)))
@@ -114,9 +127,18 @@ def nbgrader(root: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def two_classes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
+
+
+@pytest.fixture(scope="module")
+def two_classes(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch_module: pytest.MonkeyPatch
+) -> dict[str, Path]:
     """The same class graded by `course autograde` ("course") and plain nbgrader ("plain"),
     with the state of the links' targets before and after each."""
+    monkeypatch_module.setenv("COURSE_DISK_MB", DISK_MB)  # read by nbgrader_config.py
     base = tmp_path_factory.mktemp("plain")
     course = make_course_copy(base / "course")
     pipeline.release(course, ASSIGNMENT)
@@ -148,6 +170,20 @@ def outcome(root: Path) -> dict[str, tuple]:
 
 def test_plain_autograde_gives_what_course_autograde_gives(two_classes: dict[str, Path]) -> None:
     assert outcome(two_classes["plain"]) == outcome(two_classes["course"])
+
+
+def test_both_paths_write_the_same_report_lines(two_classes: dict[str, Path]) -> None:
+    """Both paths end each notebook with grader.finish.finish_notebook: the same status, points
+    and detail (the quota's words, the flag's reasons) for every student."""
+    lines = {
+        name: {r["student"]: r for r in report.read(root)} for name, root in two_classes.items()
+    }
+    assert sorted(lines["plain"]) == sorted(lines["course"]) == sorted(STUDENTS)
+    for student in STUDENTS:
+        assert lines["plain"][student] == lines["course"][student], student
+    filled = lines["plain"]["fills_disk"]
+    assert filled["status"] == "over quota", filled
+    assert f"over the disk quota of {DISK_MB} MB" in filled["detail"], filled
 
 
 @pytest.mark.parametrize("root", ["course", "plain"])

@@ -32,13 +32,13 @@ from importlib.metadata import version
 from importlib.util import find_spec
 from pathlib import Path, PurePosixPath
 
-from grader.coordinator import grading
-from grader.coordinator.grading import Graded
-from grader.coordinator.job import GradingJob
-from grader.sandbox import bubblewrap as sandbox
-from grader.shared import quota, verification
-from grader.shared.limits import Limits, TimeLimits, worker_env
-from grader.shared.paths import CourseError, release_notebooks, use_this_python
+from grader import grading, quota, sandbox, verification
+from grader.finish import TIMED_OUT
+from grader.grading import Graded
+from grader.job import GradingJob
+from grader.limits import Limits, TimeLimits
+from grader.nbgrader_run import worker_env
+from grader.paths import CourseError, release_notebooks, use_this_python
 
 PACKAGES = ("course", "grader", "judge")  # the code a worker runs; hashed by fingerprint()
 
@@ -306,7 +306,7 @@ def write_autograded(root: Path, result: TaskResult, assignment: str, disk_mb: i
         files = {n: c for n, c in files.items() if n not in set(removed)}
         over = quota.detail(sizes, removed, disk_mb)
         for event in result.graded.events:
-            if event.status in ("graded", "flagged", grading.TIMED_OUT):
+            if event.status in ("graded", "flagged", TIMED_OUT):
                 event.status = quota.STATUS if event.status == "graded" else event.status
                 event.detail = "; ".join(d for d in (event.detail, over) if d)
     _write_files(target, files)

@@ -1,13 +1,14 @@
 """Grading one submission: the worker's half (:func:`grade_one`) and the coordinator's
 (:func:`merge`).
 
-:func:`grade_one` grades one student in a scratch course of its own
-(:mod:`grader.coordinator.scratch`): one ``nbgrader autograde`` process within the limits
-(:mod:`grader.coordinator.nbgrader_run`), the trusted judge's verdicts
-(:mod:`grader.shared.verification`), the tampering scan (:mod:`grader.shared.tampering`), and one
-report line per notebook. It returns the student's private gradebook as bytes, so that a local
-thread and a Dask worker hand back the same thing. :func:`merge` copies those scores into the course
-gradebook and the report, one student at a time.
+:func:`grade_one` grades one student in a scratch course of its own (:mod:`grader.scratch`):
+one ``nbgrader autograde`` process within the limits (:mod:`grader.nbgrader_run`), the trusted
+judge's verdicts (:mod:`grader.verification`) and the disk quota (:mod:`grader.quota`) for the
+submission, then the rule after a run and one report line per notebook
+(:func:`grader.finish.finish_notebook`, the same as plain nbgrader's). It returns the
+student's private gradebook as bytes, so that a local thread and a Dask worker hand back the
+same thing. :func:`merge` copies those scores into the course gradebook and the report, one
+student at a time.
 """
 
 from __future__ import annotations
@@ -18,18 +19,13 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nbgrader.api import Gradebook
+from grader import gradebook, nbgrader_run, quota, records, report, scratch, verification
+from grader.finish import finish_notebook
+from grader.job import GradingJob
+from grader.notebooks import read_notebook
+from grader.paths import release_notebooks
+from grader.report import Event
 
-from grader.coordinator import gradebook, nbgrader_run, scratch
-from grader.coordinator.job import GradingJob
-from grader.shared import quota, records, report, tampering, verification
-from grader.shared.paths import release_notebooks
-from grader.shared.report import Event
-
-# A notebook graded with the points of the cells that finished: a cell ran past the time limit and
-# ignored the interrupt, so its kernel was stopped
-# (grader.nbgrader.execute_keeping_points.RunawayCell).
-TIMED_OUT = "timed out"
 UNSAFE = "graded WITHOUT the sandbox (--unsafe-no-sandbox): its code could reach the grader"
 # The warm worker (grader.warm.pool) ended while a submission's kernel ran: from outside (killed,
 # out of memory), since a submission cannot reach it. Its kernel died with it, so the submission is
@@ -102,17 +98,8 @@ def _grade(job: GradingJob, student: str) -> tuple[Graded, bytes | None] | float
         target = root / "autograded" / student / assignment
         shutil.rmtree(target, ignore_errors=True)
         scratch.copy_without_links(graded_folder, target)
-        events = examine(job, student, f"sqlite:///{folder / 'gradebook.db'}", verdicts)
-        notes = [n for n in (run.message, over, "" if job.sandboxed else UNSAFE) if n]
-        for event in events:
-            if event.status not in ("graded", "flagged"):
-                continue
-            if event.status == "graded" and event.notebook in run.stopped:
-                event.status = TIMED_OUT
-            elif event.status == "graded" and over:
-                event.status = quota.STATUS
-            if notes:
-                event.detail = "; ".join([event.detail, *notes] if event.detail else notes)
+        url = f"sqlite:///{folder / 'gradebook.db'}"
+        events = examine(job, student, url, verdicts, run, over)
         graded = Graded(student, True, run.seconds, run.message, events)
         graded.record = records.of(run.seconds, verdicts)
         return graded, (folder / "gradebook.db").read_bytes()
@@ -130,31 +117,31 @@ def not_graded(
 
 
 def examine(
-    job: GradingJob, student: str, url: str, verdicts: dict[str, verification.Verification]
+    job: GradingJob,
+    student: str,
+    url: str,
+    verdicts: dict[str, verification.Verification],
+    run: nbgrader_run.Run,
+    over: str,
 ) -> list[Event]:
-    """Report every notebook of a graded submission; flag tampering and zero its points.
-
-    Tampering is what :mod:`grader.shared.tampering` reads in the code (the notebook earns nothing).
-    A test cell that earned points in the student's kernel but fails the trusted judge earns nothing
-    and flags the notebook (:func:`grader.shared.verification.apply_verdicts`).
-    """
+    """Report every notebook of a graded submission (the gradebook at ``url``), each handed in
+    notebook settled by :func:`grader.finish.finish_notebook` (the rule plain nbgrader follows
+    too), with ``run``'s notes and the quota's words ``over`` for the whole submission."""
     root, assignment = job.root, job.assignment
     events = notebook_events(job, student)
     missing = {e.notebook for e in events}
-    with Gradebook(url) as gb:
-        for name in release_notebooks(root, assignment):
-            if name in missing:
-                continue
-            row = gb.find_submission_notebook(name, assignment, student)
-            scanned = tampering.scan_graded(root, assignment, student, name)
-            reasons = verification.settle(row, scanned, verdicts.get(name))
-            if reasons:
-                gb.db.commit()
-            status = "flagged" if reasons else "graded"
-            detail = "; ".join(reasons)
-            events.append(
-                Event(assignment, student, name, status, row.score, row.max_score, detail)
-            )
+    notes = () if job.sandboxed else (UNSAFE,)
+    folder = root / "autograded" / student / assignment
+    for name in release_notebooks(root, assignment):
+        if name in missing:
+            continue
+        path = folder / f"{name}.ipynb"
+        graded = read_notebook(path) if path.is_file() else None
+        events.append(
+            finish_notebook(url, root, assignment, student, name, graded,
+                            verdict=verdicts.get(name), over=over, stopped=name in run.stopped,
+                            note=run.message, notes=notes)
+        )  # fmt: skip
     return sorted(events, key=lambda e: e.notebook)
 
 

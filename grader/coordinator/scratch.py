@@ -9,15 +9,14 @@ course. The folder is removed when the ``with`` block ends, whatever happened;
 
 from __future__ import annotations
 
-import os
 import shutil
-import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from grader.shared.verification import SUFFIX
+from grader.paths import is_plain_file
+from grader.verification import SUFFIX
 
 OPEN: set[Path] = set()  # scratch courses not yet removed
 
@@ -58,12 +57,6 @@ def copy_without_links(source: Path, target: Path) -> None:
     """Copy a folder that student code wrote into, leaving out every entry that is neither a folder
     nor a plain file (never opened, never followed)."""
     shutil.copytree(source, target, ignore=_special)
-
-
-def is_plain_file(path: Path) -> bool:
-    """A regular file with one name (no link, device, pipe, socket or second hard link)."""
-    info = os.lstat(path)
-    return stat.S_ISREG(info.st_mode) and info.st_nlink == 1
 
 
 def _special(folder: str, names: list[str]) -> list[str]:

@@ -11,12 +11,15 @@ there:
   name in the folder with ``os.chmod``, which follows links: a link the student's code planted there
   to the gradebook or a source notebook would have made it read-only.
 - :class:`VerifyPoints` (last): what ``course autograde`` does once nbgrader is done, for the
-  paths that are plain nbgrader: the disk quota (:mod:`grader.shared.quota`), the trusted judge's
-  verdicts (:mod:`grader.shared.verification`), the tampering scan (:mod:`grader.shared.tampering`),
-  the rule that settles the points (:func:`grader.shared.verification.settle`) and the grading
-  report's line (:mod:`grader.shared.report`). ``course autograde`` turns it off on its own command
-  line (``--VerifyPoints.enabled=False``) because it does the same after nbgrader, with one judge
-  for all its workers (:func:`grader.coordinator.grading.grade_one`).
+  paths that are plain nbgrader: a judge's verdicts for this notebook
+  (:func:`grader.finish.judge_alone`), the disk quota of its folder (:mod:`grader.quota`), then
+  the rule after a run that both paths call (:func:`grader.finish.finish_notebook`: tampering
+  scan, settled points, the report's line), written to the grading report at once
+  (:mod:`grader.report`).
+  ``course autograde`` turns it off on its own command line (``--VerifyPoints.enabled=False``)
+  because it calls the same rule after nbgrader, with one judge for all its workers.
+
+This module runs in nbgrader's process: it imports none of the coordinator's modules.
 """
 
 from __future__ import annotations
@@ -26,18 +29,14 @@ import stat
 from pathlib import Path
 
 from nbformat import NotebookNode
-from nbgrader.api import Gradebook
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool
 
-from grader.coordinator.grading import TIMED_OUT
-from grader.coordinator.scratch import is_plain_file
-from grader.shared import quota, records, report, tampering, verification
-from grader.shared.limits import Limits
-from grader.shared.notebooks import read_notebook
-from grader.shared.paths import assignments
-from grader.shared.report import Event
+from grader import quota, records, report
+from grader.finish import finish_notebook, judge_alone
+from grader.limits import Limits
+from grader.paths import is_plain_file
 
 
 def _folders(config: object, resources: dict) -> tuple[Path, Path]:
@@ -107,41 +106,16 @@ class VerifyPoints(NbGraderPreprocessor):
         root = Path(CourseDirectory(config=self.config).root)
         folder = _folders(self.config, resources)[1]
         disk_mb = Limits(config=self.config).disk_mb
-        over = quota.enforce(folder, disk_mb, [f"{name}.ipynb"])
-        checked = self._judged(assignment, int(course.get("seed", 0)), folder, name)
+        checked = judge_alone(assignment, int(course.get("seed", 0)), folder, name)
         if checked is not None:  # for the class report (course report)
             records.add_notebook(root, assignment, student, name, checked)
-        source = read_notebook(root / "source" / assignment / f"{name}.ipynb")
-        scanned = tampering.scan_notebook(nb, source, assignment, assignments(root))
-        with Gradebook(info["db_url"]) as gb:
-            row = gb.find_submission_notebook(name, assignment, student)
-            reasons = verification.settle(row, scanned, checked)
-            gb.db.commit()
-            points, max_points = row.score, row.max_score
-        status = "flagged" if reasons else _status(course, over)
-        notes = [*reasons, course.get("stopped", ""), over]
-        detail = "; ".join(n for n in notes if n)
-        report.update(root, [Event(assignment, student, name, status, points, max_points, detail)])
+        # After the judge, as on the `course` path: the observations are read and gone, so the
+        # quota neither counts them nor removes them before they are read.
+        over = quota.enforce(folder, disk_mb, [f"{name}.ipynb"])
+        stopped = course.get("stopped", "")  # this notebook's run: grader.preprocessors
+        event = finish_notebook(
+            info["db_url"], root, assignment, student, name, nb,
+            verdict=checked, over=over, stopped=bool(stopped), note=stopped,
+        )  # fmt: skip
+        report.update(root, [event])
         return nb, resources
-
-    def _judged(
-        self, assignment: str, seed: int, folder: Path, name: str
-    ) -> verification.Verification | None:
-        """The judge's verdicts on this notebook (None: the assignment is not verified)."""
-        if not seed:
-            return None
-        path = verification.observations_file(folder, name)
-        judge = verification.Judge()
-        try:
-            return judge.verify(assignment, seed, path)
-        finally:
-            judge.close()
-            for observed in folder.glob(f"{name}{verification.SUFFIX}*"):  # and the log
-                observed.unlink()
-
-
-def _status(course: dict, over: str) -> str:
-    """The report's status of a notebook that keeps its points."""
-    if course.get("stopped"):
-        return TIMED_OUT
-    return quota.STATUS if over else "graded"

@@ -7,6 +7,7 @@ The course is the folder with ``nbgrader_config.py`` and nbgrader's sub-folders 
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from pathlib import Path
 
@@ -85,3 +86,9 @@ def release_notebooks(root: Path, assignment: str) -> list[str]:
 def db_url(root: Path) -> str:
     """The gradebook's database URL from the course configuration."""
     return load_config(root).CourseDirectory.db_url
+
+
+def is_plain_file(path: Path) -> bool:
+    """A regular file with one name (no link, device, pipe, socket or second hard link)."""
+    info = os.lstat(path)
+    return stat.S_ISREG(info.st_mode) and info.st_nlink == 1

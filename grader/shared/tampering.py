@@ -13,7 +13,7 @@ Two layers, because code running in the kernel can reach anything else in the ke
    outputs.
 
 A flagged notebook is marked ``flagged`` in the gradebook and earns no points (see
-:func:`grader.coordinator.grading.examine`).
+:func:`grader.finish.finish_notebook`, on every path that grades).
 """
 
 from __future__ import annotations
@@ -255,13 +255,11 @@ def scan_notebook(
 _PARSING = threading.Lock()
 
 
-def scan_graded(root: Path, assignment: str, student: str, notebook: str) -> list[str]:
-    """:func:`scan_notebook` on ``autograded/STUDENT/ASSIGNMENT/NOTEBOOK.ipynb`` of the course at
-    ``root``, against its source notebook (empty when it was not graded)."""
-    graded_path = root / "autograded" / student / assignment / f"{notebook}.ipynb"
-    if not graded_path.is_file():
-        return []
-    graded = read_notebook(graded_path)
+def scan_against_source(
+    root: Path, assignment: str, notebook: str, graded: NotebookNode
+) -> list[str]:
+    """:func:`scan_notebook` on ``graded`` (notebook ``notebook`` as graded), against its
+    source notebook in the course at ``root`` (read and parsed once per version of the file)."""
     path = root / "source" / assignment / f"{notebook}.ipynb"
     info = path.stat()
     with _PARSING:

@@ -42,22 +42,22 @@ c.Autograde.sanitize_preprocessors = [
 # kernel that dies keeps the points of the cells that ran before it; the time limits derived from
 # the reference run; the kernel observed for the trusted judge:
 # grader/nbgrader/execute_keeping_points.py), and the course's steps around it
-# (grader/nbgrader/after_run.py): LeaveNoLinks removes links and other special files from the graded
-# folder before the kernel runs and before nbgrader sets the folder's permissions (which follows
-# links); VerifyPoints applies the disk quota, the judge's verdicts and the tampering scan to the
-# gradebook and writes the grading report's line, so that plain `nbgrader autograde` and
-# formgrader's button grade as `course autograde` does.
+# (grader/nbgrader/leave_no_links.py and verify_points.py): LeaveNoLinks removes links and other
+# special files from the graded folder before the kernel runs and before nbgrader sets the folder's
+# permissions (which follows links); VerifyPoints applies the disk quota, the judge's verdicts and
+# the tampering scan to the gradebook and writes the grading report's line, so that plain `nbgrader
+# autograde` and formgrader's button grade as `course autograde` does.
 c.Autograde.autograde_preprocessors = [
-    "grader.nbgrader.after_run.LeaveNoLinks",
+    "grader.nbgrader.leave_no_links.LeaveNoLinks",
     "grader.nbgrader.execute_keeping_points.ExecuteKeepingPoints",
-    "grader.nbgrader.after_run.LeaveNoLinks",
+    "grader.nbgrader.leave_no_links.LeaveNoLinks",
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbgrader.preprocessors.LimitOutput",
     "nbgrader.preprocessors.SaveAutoGrades",
     "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata",
-    "grader.nbgrader.after_run.VerifyPoints",
+    "grader.nbgrader.verify_points.VerifyPoints",
 ]
 
 # Feedback never shows a hidden test, in a cell or in a traceback (grader/coordinator/feedback.py),

@@ -1,11 +1,11 @@
-"""The rule after a graded run (grader/finish.py), and both paths that reach it.
+"""The rule after a graded run (grader/shared/finish.py), and both paths that reach it.
 
-`course autograde` (grader.grading.examine) and plain nbgrader (grader.after_run.VerifyPoints,
-inside nbgrader's process) settle each notebook with the same finish_notebook(). Here both are
-run on two copies of one small graded course (a gradebook with two test cells, a source and a
-graded notebook, no kernel): with a tampering finding, a judge's verdict, a quota breach, a
-runaway cell, they must write the same gradebook scores and the same report line. The whole
-class graded both ways through nbgrader: tests/test_plain_nbgrader.py (slow).
+`course autograde` (grader.coordinator.grading.examine) and plain nbgrader
+(grader.nbgrader.verify_points.VerifyPoints, inside nbgrader's process) settle each notebook with
+the same finish_notebook(). Here both are run on two copies of one small graded course (a gradebook
+with two test cells, a source and a graded notebook, no kernel): with a tampering finding, a judge's
+verdict, a quota breach, a runaway cell, they must write the same gradebook scores and the same
+report line. The whole class graded both ways through nbgrader: tests/test_plain_nbgrader.py (slow).
 """
 
 from __future__ import annotations
@@ -21,10 +21,12 @@ import pytest
 from nbgrader.api import Gradebook
 from traitlets.config import Config
 
-from grader import after_run, grading, quota, report, tampering
-from grader.finish import TIMED_OUT, finish_notebook, status_of
-from grader.nbgrader_run import Run
-from grader.verification import Verification
+from grader.coordinator import grading
+from grader.coordinator.nbgrader_run import Run
+from grader.nbgrader import verify_points
+from grader.shared import quota, report, tampering
+from grader.shared.finish import TIMED_OUT, finish_notebook, status_of
+from grader.shared.verification import Verification
 
 # nbgrader's add_submission warns of its own session's autoflush (nbgrader/api.py, 0.9).
 pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
@@ -69,8 +71,8 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def course(base: Path, root: Path, marker: bool = False, big_file: bool = False) -> Path:
-    """A copy of ``base`` at ``root``, its graded notebook marked and its folder over a 1 MB
-    quota as asked."""
+    """A copy of ``base`` at ``root``, its graded notebook marked and its folder over a 1 MB quota
+    as asked."""
     shutil.copytree(base, root)
     graded = root / "autograded" / STUDENT / A
     nbformat.write(graded_notebook(marker), str(graded / f"{NB}.ipynb"))
@@ -102,14 +104,16 @@ def by_course(root: Path, verdict: Verification | None, stopped: str) -> report.
 
 def by_plain(root: Path, verdict: Verification | None, stopped: str, monkeypatch) -> dict:
     """Plain nbgrader's rule: VerifyPoints as nbgrader runs it, last, on the graded notebook."""
-    monkeypatch.setattr(after_run, "judge_alone", lambda *args: verdict)
+    monkeypatch.setattr(verify_points, "judge_alone", lambda *args: verdict)
     config = Config()
     config.CourseDirectory.root = str(root)
     config.Limits.disk_mb = 1
     info = {"assignment": A, "student": STUDENT, "notebook": NB, "db_url": url(root)}
     course_notes = {"seed": 1, **({"stopped": stopped} if stopped else {})}
     nb = nbformat.read(str(root / "autograded" / STUDENT / A / f"{NB}.ipynb"), as_version=4)
-    after_run.VerifyPoints(config=config).preprocess(nb, {"nbgrader": info, "course": course_notes})
+    verify_points.VerifyPoints(config=config).preprocess(
+        nb, {"nbgrader": info, "course": course_notes}
+    )
     [line] = report.read(root)
     return line
 
@@ -168,10 +172,11 @@ def test_the_status_order() -> None:
 
 
 def test_nbgrader_s_process_loads_none_of_the_coordinator() -> None:
-    """What `import grader.after_run` loads (nbgrader_config.py names it), imports included."""
-    code = "import sys, grader.after_run; print(' '.join(sorted(sys.modules)))"
+    """What `import grader.nbgrader.verify_points` loads (nbgrader_config.py names it), imports
+    included."""
+    code = "import sys, grader.nbgrader.after_run; print(' '.join(sorted(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = set(done.stdout.split())
-    assert "grader.finish" in loaded
+    assert "grader.shared.finish" in loaded
     wrong = loaded & {f"grader.{name}" for name in COORDINATOR}
     assert not wrong, sorted(wrong)

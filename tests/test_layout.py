@@ -171,12 +171,6 @@ MAY_IMPORT = {
 }
 # The nbgrader fork server becomes nbgrader's process: it loads nbgrader's entry point.
 ALSO = {("grader.warm.forkserver", "grader.nbgrader.main")}
-# Being taken apart (issue 59): the rule after a run moves to grader.shared; the warm kernel manager
-# to grader.nbgrader.
-ALSO |= {
-    ("grader.nbgrader.after_run", "grader.coordinator.grading"),
-    ("grader.nbgrader.after_run", "grader.coordinator.scratch"),
-}
 
 
 def package_of(module: str) -> str:

@@ -1,13 +1,14 @@
 """Plain nbgrader grades as `course autograde` does: the same class, graded both ways.
 
 An instructor who knows nbgrader types `nbgrader autograde` and `nbgrader generate_feedback`
-(formgrader's buttons call the same converters, tests/e2e/test_instructor.py clicks them). With
-the course's nbgrader_config.py the kernel runs in the sandbox under the limits, the judge and
-the tampering scan settle the points and the report gets its lines (grader/after_run.py), and
-feedback hides the hidden tests. Two copies of one class of A: one graded by `course autograde`,
-one by plain `nbgrader autograde`; every score, flag and report line must agree (both end each
-notebook with grader.finish.finish_notebook; tests/test_finish.py compares the two callers case
-by case without nbgrader). One student fills its folder over the disk quota on both paths.
+(formgrader's buttons call the same converters, tests/e2e/test_instructor.py clicks them). With the
+course's nbgrader_config.py the kernel runs in the sandbox under the limits, the judge and the
+tampering scan settle the points and the report gets its lines (grader/nbgrader/leave_no_links.py
+and verify_points.py), and feedback hides the hidden tests. Two copies of one class of A: one graded
+by `course autograde`, one by plain `nbgrader autograde`; every score, flag and report line must
+agree (both end each notebook with grader.shared.finish.finish_notebook; tests/test_finish.py
+compares the two callers case by case without nbgrader). One student fills its folder over the disk
+quota on both paths.
 
 One student of the class plants symbolic links in its folder while its kernel runs (to the
 course's gradebook, a source notebook, a file outside the course, and a name that does not
@@ -27,7 +28,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import demo, pipeline, report
+from grader.coordinator import demo, pipeline
+from grader.shared import report
 from tests.conftest import class_outcome, make_course_copy
 from tests.test_adversarial import (
     ASSIGNMENT,
@@ -173,8 +175,8 @@ def test_plain_autograde_gives_what_course_autograde_gives(two_classes: dict[str
 
 
 def test_both_paths_write_the_same_report_lines(two_classes: dict[str, Path]) -> None:
-    """Both paths end each notebook with grader.finish.finish_notebook: the same status, points
-    and detail (the quota's words, the flag's reasons) for every student."""
+    """Both paths end each notebook with grader.shared.finish.finish_notebook: the same status,
+    points and detail (the quota's words, the flag's reasons) for every student."""
     lines = {
         name: {r["student"]: r for r in report.read(root)} for name, root in two_classes.items()
     }

@@ -32,13 +32,14 @@ from importlib.metadata import version
 from importlib.util import find_spec
 from pathlib import Path, PurePosixPath
 
-from grader import grading, quota, sandbox, verification
-from grader.finish import TIMED_OUT
-from grader.grading import Graded
-from grader.job import GradingJob
-from grader.limits import Limits, TimeLimits
-from grader.nbgrader_run import worker_env
-from grader.paths import CourseError, release_notebooks, use_this_python
+from grader.coordinator import grading
+from grader.coordinator.grading import Graded
+from grader.coordinator.job import GradingJob
+from grader.sandbox import bubblewrap as sandbox
+from grader.shared import quota, verification
+from grader.shared.finish import TIMED_OUT
+from grader.shared.limits import Limits, TimeLimits, worker_env
+from grader.shared.paths import CourseError, release_notebooks, use_this_python
 
 PACKAGES = ("course", "grader", "judge")  # the code a worker runs; hashed by fingerprint()
 

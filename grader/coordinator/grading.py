@@ -1,14 +1,15 @@
 """Grading one submission: the worker's half (:func:`grade_one`) and the coordinator's
 (:func:`merge`).
 
-:func:`grade_one` grades one student in a scratch course of its own (:mod:`grader.scratch`):
-one ``nbgrader autograde`` process within the limits (:mod:`grader.nbgrader_run`), the trusted
-judge's verdicts (:mod:`grader.verification`) and the disk quota (:mod:`grader.quota`) for the
+:func:`grade_one` grades one student in a scratch course of its own
+(:mod:`grader.coordinator.scratch`): one ``nbgrader autograde`` process within the limits
+(:mod:`grader.coordinator.nbgrader_run`), the trusted judge's verdicts
+(:mod:`grader.shared.verification`) and the disk quota (:mod:`grader.shared.quota`) for the
 submission, then the rule after a run and one report line per notebook
-(:func:`grader.finish.finish_notebook`, the same as plain nbgrader's). It returns the
-student's private gradebook as bytes, so that a local thread and a Dask worker hand back the
-same thing. :func:`merge` copies those scores into the course gradebook and the report, one
-student at a time.
+(:func:`grader.shared.finish.finish_notebook`, the same as plain nbgrader's). It returns the
+student's private gradebook as bytes, so that a local thread and a Dask worker hand back the same
+thing. :func:`merge` copies those scores into the course gradebook and the report, one student at a
+time.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader import gradebook, nbgrader_run, quota, records, report, scratch, verification
-from grader.finish import finish_notebook
-from grader.job import GradingJob
-from grader.notebooks import read_notebook
-from grader.paths import release_notebooks
-from grader.report import Event
+from grader.coordinator import gradebook, nbgrader_run, scratch
+from grader.coordinator.job import GradingJob
+from grader.shared import quota, records, report, verification
+from grader.shared.finish import finish_notebook
+from grader.shared.notebooks import read_notebook
+from grader.shared.paths import release_notebooks
+from grader.shared.report import Event
 
 UNSAFE = "graded WITHOUT the sandbox (--unsafe-no-sandbox): its code could reach the grader"
 # The warm worker (grader.warm.pool) ended while a submission's kernel ran: from outside (killed,
@@ -125,8 +127,8 @@ def examine(
     over: str,
 ) -> list[Event]:
     """Report every notebook of a graded submission (the gradebook at ``url``), each handed in
-    notebook settled by :func:`grader.finish.finish_notebook` (the rule plain nbgrader follows
-    too), with ``run``'s notes and the quota's words ``over`` for the whole submission."""
+    notebook settled by :func:`grader.shared.finish.finish_notebook` (the rule plain nbgrader
+    follows too), with ``run``'s notes and the quota's words ``over`` for the whole submission."""
     root, assignment = job.root, job.assignment
     events = notebook_events(job, student)
     missing = {e.notebook for e in events}

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from grader.paths import is_plain_file
-from grader.verification import SUFFIX
+from grader.shared.paths import is_plain_file
+from grader.shared.verification import SUFFIX
 
 OPEN: set[Path] = set()  # scratch courses not yet removed
 

@@ -13,7 +13,7 @@ Two layers, because code running in the kernel can reach anything else in the ke
    outputs.
 
 A flagged notebook is marked ``flagged`` in the gradebook and earns no points (see
-:func:`grader.finish.finish_notebook`, on every path that grades).
+:func:`grader.shared.finish.finish_notebook`, on every path that grades).
 """
 
 from __future__ import annotations
@@ -258,8 +258,8 @@ _PARSING = threading.Lock()
 def scan_against_source(
     root: Path, assignment: str, notebook: str, graded: NotebookNode
 ) -> list[str]:
-    """:func:`scan_notebook` on ``graded`` (notebook ``notebook`` as graded), against its
-    source notebook in the course at ``root`` (read and parsed once per version of the file)."""
+    """:func:`scan_notebook` on ``graded`` (notebook ``notebook`` as graded), against its source
+    notebook in the course at ``root`` (read and parsed once per version of the file)."""
     path = root / "source" / assignment / f"{notebook}.ipynb"
     info = path.stat()
     with _PARSING:

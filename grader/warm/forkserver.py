@@ -39,7 +39,8 @@ PRELOAD = [
     "zmq",
     "sqlalchemy",
     "grader.nbgrader.execute_keeping_points",
-    "grader.nbgrader.after_run",
+    "grader.nbgrader.leave_no_links",
+    "grader.nbgrader.verify_points",
     "grader.nbgrader.kernels",
     "grader.nbgrader.warm_kernels",
     "ipykernel.kernelspec",  # by jupyter_client, for the python3 kernel's spec (with IPython)

@@ -36,7 +36,7 @@ from nbgrader.api import Gradebook
 from grader.coordinator import demo, nbgrader_run, pipeline
 from grader.sandbox import bubblewrap as sandbox
 from grader.shared import kernel_check, report
-from grader.warm import zygote
+from grader.warm import kernel_sandbox
 from tests.conftest import REPO, make_course_copy
 
 ASSIGNMENT, NOTEBOOK, STUDENT = "a_masks", "masks_and_positions", "reference"
@@ -306,11 +306,12 @@ def test_mount_points_with_spaces_and_non_ascii_letters_are_read_back(
         "1 0 0:1 / /tmp/cours\\040été\\0402026/work rw,relatime - tmpfs x rw",
         "2 0 0:2 / /tmp/cours\\040été\\0402026/venv rw,nosuid - tmpfs x rw",
     ]
-    monkeypatch.setattr(zygote, "open", lambda *a: io.BytesIO("\n".join(lines).encode()), False)
+    ks = kernel_sandbox
+    monkeypatch.setattr(ks, "open", lambda *a: io.BytesIO("\n".join(lines).encode()), False)
     mounted = []
-    monkeypatch.setattr(zygote, "_mount", lambda *args: mounted.append(args))
-    zygote._read_only_but({"/tmp/cours été 2026/work"})
-    flags = zygote.MS_REMOUNT | zygote.MS_BIND | zygote.MS_RDONLY | zygote.MS_NOSUID
+    monkeypatch.setattr(ks, "mount", lambda *args: mounted.append(args))
+    ks.read_only_but({"/tmp/cours été 2026/work"})
+    flags = ks.MS_REMOUNT | ks.MS_BIND | ks.MS_RDONLY | ks.MS_NOSUID
     assert mounted == [(None, "/tmp/cours été 2026/venv", None, flags)]
 
 

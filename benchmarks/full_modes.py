@@ -1,0 +1,131 @@
+"""Each instructor notebook run top to bottom in full mode, timed; writes docs/speed.md's table.
+
+    python benchmarks/full_modes.py                 # every notebook, A to H
+    python benchmarks/full_modes.py --only d,e,h    # some of them
+    python benchmarks/full_modes.py --table-only    # the table again from what was recorded
+
+Full mode is the notebook as an instructor or a self-learner runs it (``COURSE_FAST`` and
+``NBGRADER_EXECUTION`` unset: the experiments as the text describes them), executed as
+``tools/record_run.py`` does. For each notebook it prints the wall-clock seconds, the CPU seconds
+of the kernel and its children, the load average before and after (another job on the machine
+slows every figure), and writes what the notebook's cells printed (the figures its text quotes)
+to ``tools/stages/full_modes/LETTER.json``. The latest result of each notebook is kept in
+``tools/stages/full_modes.json``; the table in docs/speed.md (between its two markers) is written
+from that file, so that the docs quote one set of full-mode CPU figures, each with its date and
+load. On a GPU machine, ``COURSE_DEVICE=cuda`` and ``--label`` name the device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import resource
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tools"))
+import record_run  # noqa: E402 - tools/ is not a package
+
+RESULTS = REPO / "tools" / "stages" / "full_modes.json"
+RECORDS = REPO / "tools" / "stages" / "full_modes"
+SPEED = REPO / "docs" / "speed.md"
+BEGIN = "<!-- full_modes: begin (written by benchmarks/full_modes.py) -->"
+END = "<!-- full_modes: end -->"
+GOAL_SECONDS = 300  # issue 61: each notebook's full mode in 5 minutes on 2 idle cores
+NOTEBOOKS = {
+    "a": ("A, masks", "a_masks/masks_and_positions.ipynb"),
+    "b": ("B, attention", "b_attention/attention_and_layer.ipynb"),
+    "c": ("C, parameters", "c_params/counting_parameters.ipynb"),
+    "d": ("D, language model", "d_language_model/language_model.ipynb"),
+    "e": ("E, pretraining and fine-tuning", "e_pretraining/pretraining_and_finetuning.ipynb"),
+    "f": ("F, attention exploration", "f_attention_exploration/attention_exploration.ipynb"),
+    "g": ("G, what a pretrained model knows", "g_birth_places/birth_places.ipynb"),
+    "h": ("H, your own GPT", "h_own_gpt/own_gpt.ipynb"),
+}
+
+
+def measure(letter: str, timeout: int) -> dict:
+    """Run one notebook in full mode; its figures, and what its cells printed."""
+    title, path = NOTEBOOKS[letter]
+    before = os.getloadavg()[0]
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    nb, seconds = record_run.run(REPO / "source" / path, timeout)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - used.ru_utime) + (after.ru_stime - used.ru_stime)
+    printed = {
+        str(index): text
+        for index, cell in enumerate(nb.cells)
+        if cell.cell_type == "code" and (text := record_run.printed(cell))
+    }
+    RECORDS.mkdir(parents=True, exist_ok=True)
+    (RECORDS / f"{letter}.json").write_text(json.dumps(printed, indent=1, ensure_ascii=False))
+    return {
+        "notebook": title,
+        "seconds": round(seconds, 1),
+        "cpu_seconds": round(cpu, 1),
+        "load": [round(before, 2), round(os.getloadavg()[0], 2)],
+        "date": dt.datetime.now(dt.UTC).strftime("%d %b %Y %H:%M UTC"),
+    }
+
+
+def minutes(seconds: float) -> str:
+    whole = int(round(seconds))
+    return f"{whole} s" if whole < 60 else f"{whole // 60} min {whole % 60:02d} s"
+
+
+def table(results: dict[str, dict], machine: str) -> str:
+    """The markdown table of ``results`` (letter -> figures), A to H."""
+    rows = [
+        f"Machine: {machine}. Goal: at most {minutes(GOAL_SECONDS)} each on 2 idle cores.",
+        "",
+        "| notebook | full mode, wall clock | CPU (kernel) | load before, after | measured |",
+        "|---|---|---|---|---|",
+    ]
+    for letter in sorted(results):
+        r = results[letter]
+        mark = "" if r["seconds"] <= GOAL_SECONDS else " (over the goal)"
+        rows.append(
+            f"| {r['notebook']} | {minutes(r['seconds'])}{mark} | {minutes(r['cpu_seconds'])} "
+            f"| {r['load'][0]}, {r['load'][1]} | {r['date']} |"
+        )
+    return "\n".join(rows)
+
+
+def rewritten(text: str, block: str) -> str:
+    """``text`` with the part between the markers replaced by ``block``."""
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"docs/speed.md has no markers {BEGIN!r} ... {END!r}: put them back")
+    head, rest = text.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    return f"{head}{BEGIN}\n{block}\n{END}{tail}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="abcdefgh", help="letters, e.g. d,e,h (default: all)")
+    parser.add_argument("--timeout", type=int, default=3600, help="seconds per cell at most")
+    parser.add_argument("--table-only", action="store_true", help="rewrite the table, run none")
+    parser.add_argument("--label", default="", help="the machine, if not this CPU (a GPU's name)")
+    args = parser.parse_args(argv)
+    letters = [c for c in args.only.lower() if c.isalpha()]
+    unknown = sorted(set(letters) - set(NOTEBOOKS))
+    if unknown:
+        raise SystemExit(f"no notebook {', '.join(unknown)}: choose among {''.join(NOTEBOOKS)}")
+    results = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+    for letter in [] if args.table_only else letters:
+        print(f"{NOTEBOOKS[letter][0]}: running in full mode ...", flush=True)
+        results[letter] = measure(letter, args.timeout)
+        r = results[letter]
+        print(f"  {r['seconds']:.0f} s wall, {r['cpu_seconds']:.0f} s CPU, load {r['load']}")
+        RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+    machine = args.label or f"{platform.machine()}, {os.cpu_count()} cores, no GPU"
+    SPEED.write_text(rewritten(SPEED.read_text(), table(results, machine)))
+    print(f"wrote the table of {len(results)} notebooks into {SPEED.relative_to(REPO)}")
+
+
+if __name__ == "__main__":
+    main()

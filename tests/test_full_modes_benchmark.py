@@ -1,0 +1,42 @@
+"""benchmarks/full_modes.py writes docs/speed.md's one table of full-mode times (no notebook is run
+here: the table is made from given figures)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from tests.conftest import REPO
+
+spec = importlib.util.spec_from_file_location("full_modes", REPO / "benchmarks" / "full_modes.py")
+full_modes = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(full_modes)
+
+FIGURES = {"notebook": "E, pretraining", "cpu_seconds": 700.0, "load": [0.1, 1.9]}
+
+
+def test_the_table_says_each_time_and_which_miss_the_goal() -> None:
+    results = {
+        "e": FIGURES | {"seconds": 412.4, "date": "28 Nov 2026 23:00 UTC"},
+        "d": FIGURES | {"notebook": "D, language model", "seconds": 59.6, "date": "x"},
+    }
+    text = full_modes.table(results, "x86_64, 2 cores")
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
+    assert rows[1].startswith("| D, language model | 1 min 00 s | 11 min 40 s | 0.1, 1.9 |")
+    assert rows[2].startswith("| E, pretraining | 6 min 52 s (over the goal) |")
+
+
+def test_only_the_part_between_the_markers_is_rewritten() -> None:
+    text = f"before\n{full_modes.BEGIN}\nold table\n{full_modes.END}\nafter\n"
+    new = full_modes.rewritten(text, "new table")
+    assert new == f"before\n{full_modes.BEGIN}\nnew table\n{full_modes.END}\nafter\n"
+    with pytest.raises(SystemExit, match="markers"):
+        full_modes.rewritten("no markers here", "new table")
+
+
+def test_the_docs_hold_the_markers_and_an_unknown_notebook_is_refused() -> None:
+    speed = (REPO / "docs" / "speed.md").read_text()
+    assert speed.count(full_modes.BEGIN) == 1 and speed.count(full_modes.END) == 1
+    with pytest.raises(SystemExit, match="no notebook z"):
+        full_modes.main(["--only", "z"])

@@ -12,6 +12,25 @@ import torch
 
 from course.testcells import check, check_tensor, expected_got, fail
 
+__all__ = [
+    "pointer_attention",
+    "diagnose_head_scores_result",
+    "previous_token_inputs",
+    "diagnose_previous_token",
+    "diagnose_previous_token_result",
+    "induction_inputs",
+    "diagnose_induction",
+    "diagnose_induction_result",
+    "HEADS_AVERAGED",
+    "DIAGONAL",
+    "PREVIOUS_ALL_ROWS",
+    "PREVIOUS_SWAPPED",
+    "INDUCTION_OFFSET",
+    "INDUCTION_ALL_ROWS",
+    "INDUCTION_FROM_PERIOD_MINUS_ONE",
+    "INDUCTION_SWAPPED",
+]
+
 # The mistakes the checks of the two head scores name (the hidden cells name them too).
 HEADS_AVERAGED = (
     "the scores of the heads are averaged into one number: return one score per head, a tensor "

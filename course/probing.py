@@ -73,6 +73,20 @@ def integer(gen: torch.Generator, low: int, high: int) -> int:
     return int(torch.randint(low, high, (1,), generator=gen))
 
 
+def layer_case(x: torch.Tensor, nhead: int, block: int, dropout: float, seed: int) -> dict:
+    """One call of an attention layer or block: its sizes, dropout, module seed and input
+    ``x`` (B, T, d_model)."""
+    sizes = {"d_model": x.size(-1), "nhead": nhead, "block_size": block}
+    return {**sizes, "dropout": dropout, "seed": seed, "x": x}
+
+
+def visible_layer_case() -> dict:
+    """The visible cells' call: d_model 8, 2 heads, block_size 8, x (2, 5, 8), seed 0."""
+    return layer_case(
+        torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(1)), 2, 8, 0.0, 0
+    )
+
+
 def future_hidden(scores: torch.Tensor) -> torch.Tensor:
     """``scores`` with -inf above the diagonal of its last two dimensions.
 

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from course.d_language_model import checks, probe
+from course.d_language_model import checks, head_checks, probe
 from course.testcells import (
     check,
     check_against_reference,
@@ -359,7 +359,7 @@ def mistaken_induction(weights: torch.Tensor, period: int) -> dict[str, torch.Te
 
 
 def _uniform_scores(got: object, expected: list[float], name: str) -> None:
-    scores = checks.diagnose_head_scores_result(got, 2, name)
+    scores = head_checks.diagnose_head_scores_result(got, 2, name)
     check_against_reference(scores, torch.tensor(expected), name, atol=1e-6, rtol=1e-6)
 
 
@@ -367,7 +367,7 @@ def previous_visible(seed: int, got: object) -> None:
     """As the visible cell: the one-hot patterns, then two uniform heads on 6 positions."""
     assert isinstance(got, dict)
     length = probe.VISIBLE_PREVIOUS_LENGTH
-    checks.diagnose_previous_token_result(got["patterns"], length)
+    head_checks.diagnose_previous_token_result(got["patterns"], length)
     causal = sum(1 / (i + 1) for i in range(1, length)) / (length - 1)
     name = f"previous_token_score(two uniform heads, L={length})"
     _uniform_scores(got["uniform"], [causal, 1 / length], name)
@@ -383,7 +383,7 @@ def previous_hidden(seed: int, got: object) -> None:
     for weights, result in zip(cases, results, strict=True):
         heads = weights.size(0)
         name = f"previous_token_score(random weights of shape {tuple(weights.shape)})"
-        scores = checks.diagnose_head_scores_result(result, heads, name)
+        scores = head_checks.diagnose_head_scores_result(result, heads, name)
         check_against_reference(
             scores,
             reference_previous(weights),
@@ -392,13 +392,13 @@ def previous_hidden(seed: int, got: object) -> None:
             atol=1e-5,
             rtol=1e-5,
         )
-    checks.diagnose_previous_token_result(got["patterns"], probe.HIDDEN_PREVIOUS_LENGTH)
+    head_checks.diagnose_previous_token_result(got["patterns"], probe.HIDDEN_PREVIOUS_LENGTH)
 
 
 def induction_visible(seed: int, got: object) -> None:
     """As the visible cell: the one-hot patterns, then two uniform heads on 8 positions."""
     assert isinstance(got, dict)
-    checks.diagnose_induction_result(got["patterns"], *probe.VISIBLE_INDUCTION)
+    head_checks.diagnose_induction_result(got["patterns"], *probe.VISIBLE_INDUCTION)
     length, period = probe.VISIBLE_INDUCTION_UNIFORM
     causal = sum(1 / (i + 1) for i in range(period, length)) / (length - period)
     name = f"induction_score(two uniform heads, L={length}, period={period})"
@@ -415,7 +415,7 @@ def induction_hidden(seed: int, got: object) -> None:
     for (weights, period), result in zip(cases, results, strict=True):
         heads = weights.size(0)
         name = f"induction_score(random weights of shape {tuple(weights.shape)}, period={period})"
-        scores = checks.diagnose_head_scores_result(result, heads, name)
+        scores = head_checks.diagnose_head_scores_result(result, heads, name)
         check_against_reference(
             scores,
             reference_induction(weights, period),
@@ -424,4 +424,4 @@ def induction_hidden(seed: int, got: object) -> None:
             atol=1e-5,
             rtol=1e-5,
         )
-    checks.diagnose_induction_result(got["patterns"], *probe.HIDDEN_INDUCTION)
+    head_checks.diagnose_induction_result(got["patterns"], *probe.HIDDEN_INDUCTION)

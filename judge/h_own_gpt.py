@@ -11,6 +11,7 @@ drawn from the per-submission seed by the same functions the probe uses.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -112,36 +113,23 @@ def _each(got: object, cases: list, judge) -> None:
         judge(value, case)
 
 
-def attention_visible(seed: int, got: object) -> None:
-    _each(got, checks.attention_cases(0, hidden=False), checks.judge_attention)
+def _pair(cases: Callable, judge: Callable) -> tuple[Callable, Callable]:
+    """The verdicts of one pair of test cells: each case of seed 0 (the visible cell's) or of the
+    grader's seed (hidden) judged against what the probe observed."""
+
+    def visible(seed: int, got: object) -> None:
+        _each(got, cases(0, hidden=False), judge)
+
+    def hidden(seed: int, got: object) -> None:
+        _each(got, cases(seed, hidden=True), judge)
+
+    return visible, hidden
 
 
-def attention_hidden(seed: int, got: object) -> None:
-    _each(got, checks.attention_cases(seed, hidden=True), checks.judge_attention)
-
-
-def block_visible(seed: int, got: object) -> None:
-    _each(got, checks.attention_cases(0, hidden=False), checks.judge_block)
-
-
-def block_hidden(seed: int, got: object) -> None:
-    _each(got, checks.attention_cases(seed, hidden=True), checks.judge_block)
-
-
-def gpt_visible(seed: int, got: object) -> None:
-    _each(got, checks.gpt_cases(0, hidden=False), checks.judge_gpt)
-
-
-def gpt_hidden(seed: int, got: object) -> None:
-    _each(got, checks.gpt_cases(seed, hidden=True), checks.judge_gpt)
-
-
-def groups_visible(seed: int, got: object) -> None:
-    _each(got, recipe_checks.group_cases(0, hidden=False), recipe_checks.judge_groups)
-
-
-def groups_hidden(seed: int, got: object) -> None:
-    _each(got, recipe_checks.group_cases(seed, hidden=True), recipe_checks.judge_groups)
+attention_visible, attention_hidden = _pair(checks.attention_cases, checks.judge_attention)
+block_visible, block_hidden = _pair(checks.attention_cases, checks.judge_block)
+gpt_visible, gpt_hidden = _pair(checks.gpt_cases, checks.judge_gpt)
+groups_visible, groups_hidden = _pair(recipe_checks.group_cases, recipe_checks.judge_groups)
 
 
 def lr_visible(seed: int, got: object) -> None:

@@ -19,11 +19,10 @@ from torch import nn
 from course.d_language_model.checks import (
     RANDOM_VALUES,
     causality_inputs,
-    induction_inputs,
     pos_encoder_inputs,
-    previous_token_inputs,
     run_model,
 )
+from course.d_language_model.head_checks import induction_inputs, previous_token_inputs
 from course.probing import by_cell, draw, future_hidden, seed_of
 from course.testcells import randomise_parameters
 from course.verify import student

@@ -17,6 +17,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from course import probing
 from course.probing import error_of, integer, linear_facts, returned, tril_facts
 from course.testcells import (
     check,
@@ -118,8 +119,7 @@ def synthesizer_cases(seed: int, hidden: bool) -> list[dict]:
     training mode too).
     """
     if not hidden:
-        x = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(1))
-        return [{"d_model": 8, "nhead": 2, "block_size": 8, "dropout": 0.0, "seed": 0, "x": x}]
+        return [probing.visible_layer_case()]
     gen = torch.Generator().manual_seed(seed)
     cases = []
     for kind in ("full", "short", "one head", "dropout"):
@@ -129,16 +129,9 @@ def synthesizer_cases(seed: int, hidden: bool) -> list[dict]:
         length = block if kind == "full" else integer(gen, 2, block)
         batch = TRAIN_BATCH if kind == "dropout" else integer(gen, 1, 4)
         dropout = (0.3, 0.5)[integer(gen, 0, 2)] if kind == "dropout" else 0.0
-        cases.append(
-            {
-                "d_model": d,
-                "nhead": nhead,
-                "block_size": block,
-                "dropout": dropout,
-                "seed": integer(gen, 0, 10_001),
-                "x": torch.randn(batch, length, d, generator=gen),
-            }
-        )
+        module_seed = integer(gen, 0, 10_001)
+        x = torch.randn(batch, length, d, generator=gen)
+        cases.append(probing.layer_case(x, nhead, block, dropout, module_seed))
     return cases
 
 

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course import probing
 from course.probing import integer, linear_facts, returned, tril_facts
 from course.testcells import (
     check,
@@ -96,8 +97,7 @@ MLP_FIRST = (
 def attention_cases(seed: int, hidden: bool) -> list[dict]:
     """Sizes, module seed and input of each call of CausalSelfAttention (or Block)."""
     if not hidden:
-        x = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(1))
-        return [{"d_model": 8, "nhead": 2, "block_size": 8, "dropout": 0.0, "seed": 0, "x": x}]
+        return [probing.visible_layer_case()]
     gen = torch.Generator().manual_seed(seed)
     cases = []
     for nhead, dropout in ((1, 0.0), (integer(gen, 2, 5), 0.0), (integer(gen, 2, 5), 0.3)):
@@ -105,16 +105,7 @@ def attention_cases(seed: int, hidden: bool) -> list[dict]:
         block = integer(gen, 4, 13)
         length = block if len(cases) == 1 else integer(gen, 2, block)
         x = torch.randn(integer(gen, 1, 4), length, d, generator=gen)
-        cases.append(
-            {
-                "d_model": d,
-                "nhead": nhead,
-                "block_size": block,
-                "dropout": dropout,
-                "seed": integer(gen, 0, 10_001),
-                "x": x,
-            }
-        )
+        cases.append(probing.layer_case(x, nhead, block, dropout, integer(gen, 0, 10_001)))
     return cases
 
 

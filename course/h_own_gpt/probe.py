@@ -20,42 +20,27 @@ def _each(observe: Callable, target: object, cases: list) -> list:
     return [attempt(observe, target, case) for case in cases]
 
 
-def attention_visible(ns: dict, seed: int) -> object:
-    cls = student(ns, "CausalSelfAttention")
-    return _each(checks.observe_attention, cls, checks.attention_cases(0, hidden=False))
+def _pair(name: str, observe: Callable, cases: Callable) -> tuple[Callable, Callable]:
+    """The visible and the hidden item of one pair of test cells: the student's ``name``
+    observed on the cases of seed 0 (the visible cell's) or of the grader's seed (hidden)."""
+
+    def visible(ns: dict, seed: int) -> object:
+        return _each(observe, student(ns, name), cases(0, hidden=False))
+
+    def hidden(ns: dict, seed: int) -> object:
+        return _each(observe, student(ns, name), cases(seed, hidden=True))
+
+    return visible, hidden
 
 
-def attention_hidden(ns: dict, seed: int) -> object:
-    cls = student(ns, "CausalSelfAttention")
-    return _each(checks.observe_attention, cls, checks.attention_cases(seed, hidden=True))
-
-
-def block_visible(ns: dict, seed: int) -> object:
-    cls = student(ns, "Block")
-    return _each(checks.observe_block, cls, checks.attention_cases(0, hidden=False))
-
-
-def block_hidden(ns: dict, seed: int) -> object:
-    cls = student(ns, "Block")
-    return _each(checks.observe_block, cls, checks.attention_cases(seed, hidden=True))
-
-
-def gpt_visible(ns: dict, seed: int) -> object:
-    return _each(checks.observe_gpt, student(ns, "GPT"), checks.gpt_cases(0, hidden=False))
-
-
-def gpt_hidden(ns: dict, seed: int) -> object:
-    return _each(checks.observe_gpt, student(ns, "GPT"), checks.gpt_cases(seed, hidden=True))
-
-
-def groups_visible(ns: dict, seed: int) -> object:
-    cases = recipe_checks.group_cases(0, hidden=False)
-    return _each(recipe_checks.observe_groups, student(ns, "optimizer_groups"), cases)
-
-
-def groups_hidden(ns: dict, seed: int) -> object:
-    cases = recipe_checks.group_cases(seed, hidden=True)
-    return _each(recipe_checks.observe_groups, student(ns, "optimizer_groups"), cases)
+attention_visible, attention_hidden = _pair(
+    "CausalSelfAttention", checks.observe_attention, checks.attention_cases
+)
+block_visible, block_hidden = _pair("Block", checks.observe_block, checks.attention_cases)
+gpt_visible, gpt_hidden = _pair("GPT", checks.observe_gpt, checks.gpt_cases)
+groups_visible, groups_hidden = _pair(
+    "optimizer_groups", recipe_checks.observe_groups, recipe_checks.group_cases
+)
 
 
 def lr_visible(ns: dict, seed: int) -> object:

@@ -61,8 +61,12 @@ def measure(letter: str, timeout: int) -> dict:
         for index, cell in enumerate(nb.cells)
         if cell.cell_type == "code" and (text := record_run.printed(cell))
     }
+    slow = slow_cells(nb)
     RECORDS.mkdir(parents=True, exist_ok=True)
-    (RECORDS / f"{letter}.json").write_text(json.dumps(printed, indent=1, ensure_ascii=False))
+    record = {"printed": printed, "seconds of the cells over 2 s": slow}
+    (RECORDS / f"{letter}.json").write_text(json.dumps(record, indent=1, ensure_ascii=False))
+    for index, cell_seconds in slow.items():
+        print(f"  cell {index}: {cell_seconds:.0f} s")
     return {
         "notebook": title,
         "seconds": round(seconds, 1),
@@ -70,6 +74,19 @@ def measure(letter: str, timeout: int) -> dict:
         "load": [round(before, 2), round(os.getloadavg()[0], 2)],
         "date": dt.datetime.now(dt.UTC).strftime("%d %b %Y %H:%M UTC"),
     }
+
+
+def slow_cells(nb, at_least: float = 2.0) -> dict[str, float]:
+    """Seconds of each code cell that ran ``at_least`` seconds (nbclient's timestamps)."""
+    slow = {}
+    for index, cell in enumerate(nb.cells):
+        timing = cell.get("metadata", {}).get("execution", {})
+        began, ended = timing.get("iopub.execute_input"), timing.get("shell.execute_reply")
+        if cell.cell_type == "code" and began and ended:
+            seconds = dt.datetime.fromisoformat(ended) - dt.datetime.fromisoformat(began)
+            if seconds.total_seconds() >= at_least:
+                slow[str(index)] = round(seconds.total_seconds(), 1)
+    return slow
 
 
 def minutes(seconds: float) -> str:

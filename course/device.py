@@ -2,7 +2,7 @@
 
     DEVICE = pick_device()              # prints "training on cuda (NVIDIA H100 ...)" or similar
     model = Model(...).to(DEVICE)       # the course's helpers follow the model's device
-    with autocast(DEVICE, bf16=True):   # bfloat16 matrix products on a GPU; nothing elsewhere
+    with autocast(DEVICE, bf16=bf16_helps(DEVICE))  # bfloat16 products where they pay
         logits = model(x)
 
 The course's training helpers (``course.training``, E's and G's ``finetune``, H's windows) move
@@ -83,9 +83,21 @@ def device_of(model: nn.Module) -> torch.device:
 
 
 def bf16_helps(device: torch.device | str) -> bool:
-    """Whether bfloat16 autocast is worth turning on: a CUDA GPU that computes in bfloat16."""
+    """Whether bfloat16 autocast is worth turning on: a CUDA GPU that computes in bfloat16, or a
+    CPU with bfloat16 instructions (AVX-512 BF16 or AMX: a training step of G's model then takes
+    half the time, ``benchmarks/bf16_cpu.py``). Elsewhere a CPU emulates bfloat16, slower than
+    float32."""
     device = torch.device(device)
+    if device.type == "cpu":
+        return cpu_computes_bf16()
     return device.type == "cuda" and torch.cuda.is_bf16_supported()
+
+
+def cpu_computes_bf16() -> bool:
+    """Whether this CPU has bfloat16 instructions (PyTorch's own test of them; False where this
+    PyTorch cannot tell)."""
+    tests = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(getattr(torch.cpu, name, lambda: False)() for name in tests)
 
 
 def _autocasts(device: torch.device) -> bool:

@@ -337,6 +337,7 @@ def test_g_pretrain_your_own_section_runs_where_the_model_is() -> None:
     vocab = CharVocab.build()
     ns.update(
         finetune=g_finetune, corruption_rows=corruption_rows, vocab=vocab, BLOCK=32,
+        bf16_helps=course_device.bf16_helps,
         wiki=["Ann Smith was born in Paris and lived in Rome.", "Bo Lee was born in Oslo."],
         info={"config": {"ntokens": len(vocab), "d_model": 8, "nhead": 2, "d_hid": 16,
                          "nlayers": 1}},
@@ -475,7 +476,16 @@ def test_bf16_autocast_only_where_asked_and_possible() -> None:
         assert layer(torch.ones(1, 4)).dtype == torch.float32
     with course_device.autocast("meta", bf16=True):  # no autocast there: float32, no error
         assert layer.to(META)(torch.ones(1, 4, device=META)).dtype == torch.float32
+    assert course_device.bf16_helps("cpu") == course_device.cpu_computes_bf16()
+    assert not course_device.bf16_helps("meta")
+
+
+def test_a_cpu_without_bfloat16_instructions_keeps_float32(monkeypatch) -> None:
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
     assert not course_device.bf16_helps("cpu")
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True)
+    assert course_device.bf16_helps("cpu")
 
 
 def test_every_training_notebook_picks_its_device() -> None:

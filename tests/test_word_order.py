@@ -103,6 +103,19 @@ def test_the_fit_reader_measures_how_well_each_word_fits_its_context():
     assert reader(ids, lengths).shape == (3, 2)
 
 
+def test_kept_features_are_the_computed_ones_whatever_the_batch():
+    unigram = torch.full((12,), 1 / 12).log()
+    computed = FitReader(Successor(12), no_mask, unigram)
+    kept = FitReader(Successor(12), no_mask, unigram, keep_features=True)
+    ids = torch.tensor([[2, 3, 4, 5, 6], [2, 5, 4, 3, 6], [7, 8, 0, 0, 0]])
+    lengths = torch.tensor([5, 5, 2])
+    expected = computed.features(ids, lengths)
+    assert torch.allclose(kept.features(ids[2:, :2], lengths[2:]), expected[2:], atol=1e-6)
+    assert torch.allclose(kept.features(ids, lengths), expected, atol=1e-6)
+    assert len(kept.kept) == 3  # each sentence once, whatever batch it came in
+    assert torch.allclose(kept.features(ids[[1, 1]], lengths[[1, 1]]), expected[[1, 1]])
+
+
 def test_unigram_log_probs_follow_the_counts():
     tokenizer = WordTokenizer.build(["a a a b"])
     log_p = unigram_log_probs(tokenizer, ["a a a b", "a"])

@@ -29,16 +29,18 @@ from nbclient import NotebookClient
 
 REPO = Path(__file__).resolve().parents[1]
 GRADING_VARIABLES = ("COURSE_FAST", "NBGRADER_EXECUTION")
+WIDGET = "application/vnd.jupyter.widget-view+json"  # a progress bar's display in a notebook
 
 
 def printed(cell: nbformat.NotebookNode) -> str:
     """The text a code cell printed: its standard output and plain-text results, in order
-    (progress bars, on standard error, left out)."""
+    (progress bars, on standard error or as widgets, left out)."""
     parts = []
     for output in cell.get("outputs", []):
+        data = output.get("data", {})
         if output.get("output_type") == "stream" and output.get("name") == "stdout":
             parts.append(output.get("text", ""))
-        elif "text/plain" in output.get("data", {}) and "image/png" not in output["data"]:
+        elif "text/plain" in data and not {"image/png", WIDGET} & set(data):
             parts.append(output["data"]["text/plain"] + "\n")
     return "".join(parts)
 

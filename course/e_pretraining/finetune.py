@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 import matplotlib.pyplot as plt
 import torch
 from torch import nn
+from tqdm.auto import tqdm
 
 from course.data import WordTokenizer
 from course.device import autocast, device_of
@@ -191,7 +192,8 @@ def train_classifiers(
                 report(seed, history)
             return histories
     together, histories = False, []
-    for model, train, seed in zip(models, trains, seeds, strict=True):
+    runs = zip(models, trains, seeds, strict=True)
+    for model, train, seed in tqdm(runs, total=len(models), desc=name or "runs", unit="run"):
         histories.append(train_classifier(model, train, val, seed=seed, **train_args))
         report(seed, histories[-1])
     return histories
@@ -288,19 +290,23 @@ def label_count_curves(
             for (_, n), model in zip(runs, models, strict=True):
                 curves[setup][n].append(100 * accuracy(model, val))
             print(f"{setup}: {len(runs)} runs trained together")
+    bar = tqdm(total=len(seeds) * len(counts) * len(setups), unit="run", disable=together)
     for k, seed in enumerate(seeds):
         for n in counts:
             if not together:
                 train = sample_labelled(tokenizer, pool, n, seed)
                 for setup in setups:
+                    bar.set_description(f"seed {seed}, {n} labels, {setup}")
                     model = build(setup, seed)
                     args = {**train_args, **({"lr": lrs[setup]} if setup in lrs else {})}
                     train_classifier(model, train, None, seed=seed, **args)
                     curves[setup][n].append(100 * accuracy(model, val))
+                    bar.update()
             print(
                 f"seed {seed}, {n:>5} labels:",
                 ", ".join(f"{setup} {curves[setup][n][k]:.1f}" for setup in setups),
             )
+    bar.close()
     return curves
 
 

@@ -161,10 +161,11 @@ def answer(
     causal_mask: Callable[[int], torch.Tensor],
     block_size: int = 128,
     max_chars: int = 20,
+    bf16: bool = False,
 ) -> list[str]:
     """Greedy answers: each question is followed by MASK and the model writes characters until
     it writes MASK (or ``max_chars``, or the block is full). Questions of one length run as one
-    batch."""
+    batch. With ``bf16``, under bfloat16 autocast (as :func:`train_steps`)."""
     model.eval()
     device = device_of(model)
     mask_id = vocab.stoi[MASK]
@@ -177,7 +178,9 @@ def answer(
         done = torch.zeros(len(indices), dtype=torch.bool, device=device)
         written: list[list[int]] = [[] for _ in indices]
         for _ in range(min(max_chars, block_size - ids.size(1) + 1)):
-            logits = model(ids, _mask_on(causal_mask, ids.size(1), device))[:, -1]  # (b, V)
+            with autocast(device, bf16):
+                logits = model(ids, _mask_on(causal_mask, ids.size(1), device))[:, -1]  # (b, V)
+            logits = logits.float()
             logits[:, 0] = float("-inf")  # never PAD
             step = logits.argmax(-1)  # (b,)
             for row, char in enumerate(step.tolist()):

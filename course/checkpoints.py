@@ -7,6 +7,7 @@ rebuilds) and what made them (seed, data hash, budget, losses, the vocabulary).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -42,3 +43,26 @@ def load_weights(
         )
     model.eval()
     return model, {k: v for k, v in checkpoint.items() if k != "state_dict"}
+
+
+def pretrained_loader(
+    shipped: Path, script: str, vocab_key: str, vocab_class: Callable
+) -> Callable[..., tuple[nn.Module, object, dict]]:
+    """The ``load_pretrained(model_class, path=shipped)`` of an assignment (E's, G's).
+
+    Its vocabulary is ``vocab_class`` built on the checkpoint's ``vocab_key`` entry.
+    """
+
+    def load_pretrained(
+        model_class: type[nn.Module], path: str | Path = shipped
+    ) -> tuple[nn.Module, object, dict]:
+        """Build ``model_class(**config)`` and load the checkpoint's weights into it.
+
+        Returns (model in float32 and eval mode, vocabulary, info), where ``info`` is the
+        checkpoint without its weights and vocabulary (config, seed, data hash, budget, losses).
+        """
+        model, checkpoint = load_weights(model_class, path, shipped, script)
+        vocab = vocab_class(checkpoint.pop(vocab_key))
+        return model, vocab, checkpoint
+
+    return load_pretrained

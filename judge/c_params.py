@@ -36,6 +36,9 @@ def reference_head(d_model: int, n_out: int) -> int:
     return d_model * n_out + n_out
 
 
+REFERENCES = {"embedding": reference_embedding, "head": reference_head}  # one-module counts
+
+
 def reference_kv_cache(
     nlayers: int, d_model: int, seq_len: int, batch: int, bytes_per_value: int = 2
 ) -> int:
@@ -151,22 +154,29 @@ def embedding_visible(seed: int, got: object) -> None:
     checks.check_count(example, 10_000_200, "count_embedding(50001, 200)")
 
 
-def embedding_hidden(seed: int, got: object) -> None:
+def _module_counts(seed: int, got: object, name: str, module: type, mistakes: Callable) -> None:
+    """The hidden test of ``count_<name>(a, b)`` for a one-module count (the embedding, the
+    head): each random size against PyTorch's ``module(a, b)`` (and the reference answer), then
+    the huge size. ``mistakes(a, b, true)`` names the wrong counts."""
     seen = _hidden(got)
-    sizes = probe.embedding_sizes(seed)
-    for (ntokens, d_model), value in zip(
-        sizes, _listed(seen["trials"], len(sizes), "count"), strict=True
-    ):
-        true = checks.parameter_count(nn.Embedding(ntokens, d_model))
-        check(true == reference_embedding(ntokens, d_model), "internal: reference embedding")
-        checks.check_count(
-            value,
-            true,
-            f"count_embedding({ntokens}, {d_model})",
-            {checks.HARD_CODED: 10_000_200, checks.EMBEDDING_BIAS: true + d_model},
-        )
-    huge = probe.huge_sizes(seed)["embedding"]
-    checks.check_count(seen["huge"], reference_embedding(*huge), f"count_embedding{huge}")
+    sizes = getattr(probe, f"{name}_sizes")(seed)
+    reference = REFERENCES[name]
+    for (a, b), value in zip(sizes, _listed(seen["trials"], len(sizes), "count"), strict=True):
+        true = checks.parameter_count(module(a, b))
+        check(true == reference(a, b), f"internal: reference {name}")
+        checks.check_count(value, true, f"count_{name}({a}, {b})", mistakes(a, b, true))
+    huge = probe.huge_sizes(seed)[name]
+    checks.check_count(
+        seen["huge"], reference(*huge), f"count_{name}{huge}", mistakes(*huge, reference(*huge))
+    )
+
+
+def embedding_hidden(seed: int, got: object) -> None:
+    _module_counts(seed, got, "embedding", nn.Embedding, _embedding_mistakes)
+
+
+def _embedding_mistakes(ntokens: int, d_model: int, true: int) -> dict:
+    return {checks.HARD_CODED: 10_000_200, checks.EMBEDDING_BIAS: true + d_model}
 
 
 # ---------------------------------------------------------------- one encoder layer
@@ -277,20 +287,7 @@ def head_visible(seed: int, got: object) -> None:
 
 
 def head_hidden(seed: int, got: object) -> None:
-    seen = _hidden(got)
-    sizes = probe.head_sizes(seed)
-    for (d_model, n_out), value in zip(
-        sizes, _listed(seen["trials"], len(sizes), "count"), strict=True
-    ):
-        true = checks.parameter_count(nn.Linear(d_model, n_out))
-        check(true == reference_head(d_model, n_out), "internal: reference head")
-        checks.check_count(
-            value, true, f"count_head({d_model}, {n_out})", head_mistakes(d_model, n_out)
-        )
-    huge = probe.huge_sizes(seed)["head"]
-    checks.check_count(
-        seen["huge"], reference_head(*huge), f"count_head{huge}", head_mistakes(*huge)
-    )
+    _module_counts(seed, got, "head", nn.Linear, lambda d, n, _: head_mistakes(d, n))
 
 
 # ---------------------------------------------------------------- the KV cache

@@ -56,26 +56,31 @@ def _read_out(
     checks.diagnose_read_out_result(got["query"], call, keys, values, wanted, basis)
 
 
-def copy_visible(seed: int, got: object) -> None:
-    cell_seed, wanted = probe.VISIBLE_COPY
-    _read_out(got, "query_to_copy", *probe.visible_basis(cell_seed), wanted)
+def _read_out_pair(
+    function: str, visible: tuple, cases: Callable, wanted: Callable
+) -> tuple[Callable, Callable]:
+    """The visible and hidden verdicts of a read-out cell (``function(keys, a...)``): on the
+    cell's basis ``visible`` (cell seed, wanted rows), then on each of ``cases(seed)``, whose
+    last item ``wanted`` turns into the rows to read."""
+
+    def visible_verdict(seed: int, got: object) -> None:
+        cell_seed, rows = visible
+        _read_out(got, function, *probe.visible_basis(cell_seed), rows)
+
+    def hidden_verdict(seed: int, got: object) -> None:
+        drawn = cases(seed)
+        for (keys, values, last), seen in zip(drawn, _each(got, drawn, "query"), strict=True):
+            _read_out(seen, function, keys, values, wanted(last))
+
+    return visible_verdict, hidden_verdict
 
 
-def copy_hidden(seed: int, got: object) -> None:
-    cases = probe.copy_cases(seed)
-    for (keys, values, j), seen in zip(cases, _each(got, cases, "query"), strict=True):
-        _read_out(seen, "query_to_copy", keys, values, [j])
-
-
-def average_visible(seed: int, got: object) -> None:
-    cell_seed, wanted = probe.VISIBLE_AVERAGE
-    _read_out(got, "query_for_average", *probe.visible_basis(cell_seed), wanted)
-
-
-def average_hidden(seed: int, got: object) -> None:
-    cases = probe.average_cases(seed)
-    for (keys, values, wanted), seen in zip(cases, _each(got, cases, "query"), strict=True):
-        _read_out(seen, "query_for_average", keys, values, wanted)
+copy_visible, copy_hidden = _read_out_pair(
+    "query_to_copy", probe.VISIBLE_COPY, probe.copy_cases, lambda j: [j]
+)
+average_visible, average_hidden = _read_out_pair(
+    "query_for_average", probe.VISIBLE_AVERAGE, probe.average_cases, lambda rows: rows
+)
 
 
 # ---------------------------------------------------------------- noisy keys, two heads

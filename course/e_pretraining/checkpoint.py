@@ -11,23 +11,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from torch import nn
-
-from course.checkpoints import COMPUTED, load_weights
+from course.checkpoints import COMPUTED, pretrained_loader
 from course.data import WordTokenizer
 
 SHIPPED = Path(__file__).parent / "review_lm.pt"  # the checkpoint that ships with the course
 __all__ = ["COMPUTED", "SHIPPED", "load_pretrained"]
 
 
-def load_pretrained(
-    model_class: type[nn.Module], path: str | Path = SHIPPED
-) -> tuple[nn.Module, WordTokenizer, dict]:
-    """Build ``model_class(**config)`` and load the checkpoint's weights into it.
-
-    Returns (model in float32 and eval mode, tokenizer, info), where ``info`` is the checkpoint
-    without its weights and vocabulary (config, seed, data hash, budget, losses).
-    """
-    model, checkpoint = load_weights(model_class, path, SHIPPED, "tools/pretrain_review_lm.py")
-    vocab = checkpoint.pop("vocab")
-    return model, WordTokenizer(vocab), checkpoint
+# load_pretrained(model_class, path=SHIPPED) -> (model, WordTokenizer, info)
+load_pretrained = pretrained_loader(SHIPPED, "tools/pretrain_review_lm.py", "vocab", WordTokenizer)

@@ -68,26 +68,25 @@ def average_cases(seed: int) -> list[tuple[torch.Tensor, torch.Tensor, list[int]
     return cases
 
 
-def noisy_cases(seed: int) -> list[tuple[torch.Tensor, torch.Tensor, int, int, int]]:
-    """(means, values, a, b, noise seed): 4 random bases and pairs."""
-    gen = draw(seed, "noisy_cases")
+def _noisy_pairs(seed: int, name: str) -> list[tuple[torch.Tensor, torch.Tensor, int, int, int]]:
+    """(means, values, a, b, noise seed): 4 random bases and pairs, drawn under ``name``."""
+    gen = draw(seed, name)
     cases = []
     for trial in range(4):
         means, values = _basis(gen, 3)
         a, b = torch.randperm(means.shape[0], generator=gen)[:2].tolist()
-        cases.append((means, values, a, b, seed_of(seed, "noisy_cases", trial)))
+        cases.append((means, values, a, b, seed_of(seed, name, trial)))
     return cases
+
+
+def noisy_cases(seed: int) -> list[tuple[torch.Tensor, torch.Tensor, int, int, int]]:
+    """(means, values, a, b, noise seed): 4 random bases and pairs."""
+    return _noisy_pairs(seed, "noisy_cases")
 
 
 def two_heads_cases(seed: int) -> list[tuple[torch.Tensor, torch.Tensor, int, int, int]]:
     """(means, values, a, b, noise seed): 4 random bases and pairs, key a stretched."""
-    gen = draw(seed, "two_heads_cases")
-    cases = []
-    for trial in range(4):
-        means, values = _basis(gen, 3)
-        a, b = torch.randperm(means.shape[0], generator=gen)[:2].tolist()
-        cases.append((means, values, a, b, seed_of(seed, "two_heads_cases", trial)))
-    return cases
+    return _noisy_pairs(seed, "two_heads_cases")
 
 
 def kqv_cases(seed: int) -> list[torch.Tensor]:
@@ -148,24 +147,25 @@ def average_hidden(ns: dict, seed: int) -> object:
     ]
 
 
-def noisy_visible(ns: dict, seed: int) -> object:
-    cell_seed, (a, b) = VISIBLE_NOISY
-    return student(ns, "query_for_average_noisy")(visible_basis(cell_seed)[0].clone(), a, b)
+def _two_keys(name: str, visible: tuple, cases: Callable) -> tuple[Callable, Callable]:
+    """The visible and hidden items of a cell that calls the student's ``name(means, a, b)``:
+    on ``visible`` (cell seed, (a, b)), and on each of ``cases(seed)`` (a fresh copy of means)."""
+
+    def visible_item(ns: dict, seed: int) -> object:
+        cell_seed, (a, b) = visible
+        return student(ns, name)(visible_basis(cell_seed)[0].clone(), a, b)
+
+    def hidden_item(ns: dict, seed: int) -> object:
+        function = student(ns, name)
+        return [function(means.clone(), a, b) for means, _, a, b, _ in cases(seed)]
+
+    return visible_item, hidden_item
 
 
-def noisy_hidden(ns: dict, seed: int) -> object:
-    function = student(ns, "query_for_average_noisy")
-    return [function(means.clone(), a, b) for means, _, a, b, _ in noisy_cases(seed)]
-
-
-def two_heads_visible(ns: dict, seed: int) -> object:
-    cell_seed, (a, b) = VISIBLE_TWO_HEADS
-    return student(ns, "two_head_queries")(visible_basis(cell_seed)[0].clone(), a, b)
-
-
-def two_heads_hidden(ns: dict, seed: int) -> object:
-    function = student(ns, "two_head_queries")
-    return [function(means.clone(), a, b) for means, _, a, b, _ in two_heads_cases(seed)]
+noisy_visible, noisy_hidden = _two_keys("query_for_average_noisy", VISIBLE_NOISY, noisy_cases)
+two_heads_visible, two_heads_hidden = _two_keys(
+    "two_head_queries", VISIBLE_TWO_HEADS, two_heads_cases
+)
 
 
 def _kqv(ns: dict, us: torch.Tensor) -> dict:

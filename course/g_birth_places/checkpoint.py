@@ -12,9 +12,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from torch import nn
-
-from course.checkpoints import COMPUTED, load_weights
+from course.checkpoints import COMPUTED, pretrained_loader
 from course.data.corpora import WIKI_FILE, data_file
 from course.g_birth_places.chars import CharVocab
 
@@ -27,14 +25,5 @@ def wiki_sha256() -> str:
     return hashlib.sha256(data_file(WIKI_FILE).read_bytes()).hexdigest()
 
 
-def load_pretrained(
-    model_class: type[nn.Module], path: str | Path = SHIPPED
-) -> tuple[nn.Module, CharVocab, dict]:
-    """Build ``model_class(**config)`` and load the checkpoint's weights into it.
-
-    Returns (model in float32 and eval mode, vocabulary, info), where ``info`` is the checkpoint
-    without its weights and characters (config, seed, data hash, budget, losses).
-    """
-    model, checkpoint = load_weights(model_class, path, SHIPPED, "tools/pretrain_birth_places.py")
-    itos = checkpoint.pop("itos")
-    return model, CharVocab(itos), checkpoint
+# load_pretrained(model_class, path=SHIPPED) -> (model, CharVocab, info)
+load_pretrained = pretrained_loader(SHIPPED, "tools/pretrain_birth_places.py", "itos", CharVocab)

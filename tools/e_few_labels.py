@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import platform
 import statistics
 import sys
@@ -39,6 +38,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import torch
+from notebook_code import notebook_code
 from torch import nn
 
 from course.data import load_polarity
@@ -52,18 +52,9 @@ SETUPS = ("scratch", "pretrained", "frozen", "probe")
 LR, HEAD_LR = 5e-4, 5e-3  # the notebook's: fine-tuning, a new head on a frozen base
 
 
-def notebook_code(notebook: Path = NOTEBOOK) -> SimpleNamespace:
+def classifier_code(notebook: Path = NOTEBOOK) -> SimpleNamespace:
     """Run the notebook's given model and reference solutions; return what they define."""
-    cells = {
-        cell.get("metadata", {}).get("nbgrader", {}).get("grade_id"): "".join(cell["source"])
-        for cell in json.loads(notebook.read_text())["cells"]
-    }
-    namespace: dict = {"math": math, "torch": torch, "nn": nn}
-    for grade_id in CELLS:
-        if grade_id not in cells:
-            raise SystemExit(f"{notebook} has no cell with grade_id {grade_id!r}")
-        exec(cells[grade_id], namespace)  # noqa: S102 - the course's own cell
-    return SimpleNamespace(**namespace)
+    return notebook_code(notebook, *CELLS)
 
 
 class MeanProbe(nn.Module):
@@ -173,7 +164,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.threads:
         torch.set_num_threads(args.threads)
-    code = notebook_code()
+    code = classifier_code()
     _, tokenizer, info = load_pretrained(code.TransformerLM, SHIPPED)
     polarity = load_polarity()
     val_split = polarity["validation"]

@@ -24,14 +24,14 @@ a fixed set of corrupted lines, before and after (:mod:`course.g_birth_places.ch
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
 import torch
+from notebook_code import ModelSizes, notebook_code
 from torch import nn
 
 from course.data import load_wiki_lines
@@ -45,30 +45,13 @@ NOTEBOOK = REPO / "source" / "g_birth_places" / "birth_places.ipynb"
 SHIPPED_STEPS = 15_000  # the budget of the shipped checkpoint (docs/experiments.md)
 
 
-@dataclass
-class CharLMConfig:
-    """Sizes of the notebook's ``TransformerLM`` (the arguments of its constructor)."""
-
-    ntokens: int
-    d_model: int = 256
-    nhead: int = 8
-    d_hid: int = 1024
-    nlayers: int = 4
-    dropout: float = 0.1
+# The shipped checkpoint's sizes: CharLMConfig(ntokens, ...) -> ModelSizes
+CharLMConfig = partial(ModelSizes, d_model=256, nhead=8, d_hid=1024, nlayers=4)
 
 
 def notebook_cells(*grade_ids: str, notebook: Path = NOTEBOOK) -> SimpleNamespace:
     """Run the notebook's cells ``grade_ids`` (the course's own code); return what they define."""
-    cells = {
-        cell.get("metadata", {}).get("nbgrader", {}).get("grade_id"): "".join(cell["source"])
-        for cell in json.loads(notebook.read_text())["cells"]
-    }
-    namespace: dict = {"math": math, "torch": torch, "nn": nn, "MASK": MASK, "PAD": PAD}
-    for grade_id in grade_ids:
-        if grade_id not in cells:
-            raise SystemExit(f"{notebook} has no cell with grade_id {grade_id!r}")
-        exec(cells[grade_id], namespace)  # noqa: S102 - the course's own cell
-    return SimpleNamespace(**namespace)
+    return notebook_code(notebook, *grade_ids, MASK=MASK, PAD=PAD)
 
 
 def given() -> SimpleNamespace:

@@ -20,16 +20,16 @@ training budget and the validation loss reached (:mod:`course.e_pretraining.chec
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
 import torch
-from torch import nn
+from notebook_code import ModelSizes, notebook_code
 
 from course import training
 from course.data import WordTokenizer
@@ -42,16 +42,8 @@ GIVEN_CELL = "given_lm"
 EXTRA_PARTS = ("novels", "wikitext")  # unlabelled text besides the training-split reviews
 
 
-@dataclass
-class LMConfig:
-    """Sizes of the notebook's ``TransformerLM`` (the arguments of its constructor)."""
-
-    ntokens: int
-    d_model: int = 128
-    nhead: int = 4
-    d_hid: int = 256
-    nlayers: int = 2
-    dropout: float = 0.1
+# The shipped checkpoint's sizes: LMConfig(ntokens, ...) -> ModelSizes
+LMConfig = partial(ModelSizes, d_model=128, nhead=4, d_hid=256, nlayers=2)
 
 
 def given_lm(notebook: Path = NOTEBOOK) -> SimpleNamespace:
@@ -60,13 +52,7 @@ def given_lm(notebook: Path = NOTEBOOK) -> SimpleNamespace:
     That cell gives the students D's answers that E needs: ``causal_mask``,
     ``PositionalEncoding``, ``TransformerLM`` and ``make_lm_batches``.
     """
-    cells = json.loads(notebook.read_text())["cells"]
-    for cell in cells:
-        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == GIVEN_CELL:
-            namespace: dict = {"math": math, "torch": torch, "nn": nn}
-            exec("".join(cell["source"]), namespace)  # noqa: S102 - the course's own cell
-            return SimpleNamespace(**namespace)
-    raise SystemExit(f"{notebook} has no cell with grade_id {GIVEN_CELL!r}")
+    return notebook_code(notebook, GIVEN_CELL)
 
 
 def pretrain(

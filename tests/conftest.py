@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +22,8 @@ from grader.shared import report
 from grader.shared.paths import assignments, use_this_python
 
 REPO = Path(__file__).resolve().parents[1]
+# tools/ on the path, as when its scripts run: they import one another by name (notebook_code)
+sys.path.append(str(REPO / "tools"))
 # All assignments; COURSE_ASSIGNMENTS=a_masks,b_attention narrows a local run while authoring.
 ASSIGNMENTS = [
     a for a in assignments(REPO) if a in os.environ.get("COURSE_ASSIGNMENTS", a).split(",")

@@ -6,10 +6,11 @@
 
 Full mode is the notebook as an instructor or a self-learner runs it (``COURSE_FAST`` and
 ``NBGRADER_EXECUTION`` unset: the experiments as the text describes them), executed as
-``tools/record_run.py`` does. For each notebook it prints the wall-clock seconds, the CPU seconds
-of the kernel and its children, the load average before and after (another job on the machine
-slows every figure), and writes what the notebook's cells printed (the figures its text quotes)
-to ``tools/stages/full_modes/LETTER.json``. The latest result of each notebook is kept in
+``tools/record_run.py`` does. For each notebook it prints what the cells printed (the figures its
+text quotes; ``--quiet``: not), the seconds of each cell over 2 s, the wall-clock seconds, the CPU
+seconds of the kernel and its children, the load average before and after (another job on the
+machine slows every figure), and writes the cells' printouts and times to
+``tools/stages/full_modes/LETTER.json``. The latest result of each notebook is kept in
 ``tools/stages/full_modes.json``; the table in docs/speed.md (between its two markers) is written
 from that file, so that the docs quote one set of full-mode CPU figures, each with its date and
 load. On a GPU machine, ``COURSE_DEVICE=cuda`` and ``--label`` name the device.
@@ -65,8 +66,6 @@ def measure(letter: str, timeout: int) -> dict:
     RECORDS.mkdir(parents=True, exist_ok=True)
     record = {"printed": printed, "seconds of the cells over 2 s": slow}
     (RECORDS / f"{letter}.json").write_text(json.dumps(record, indent=1, ensure_ascii=False))
-    for index, cell_seconds in slow.items():
-        print(f"  cell {index}: {cell_seconds:.0f} s")
     return {
         "notebook": title,
         "seconds": round(seconds, 1),
@@ -87,6 +86,18 @@ def slow_cells(nb, at_least: float = 2.0) -> dict[str, float]:
             if seconds.total_seconds() >= at_least:
                 slow[str(index)] = round(seconds.total_seconds(), 1)
     return slow
+
+
+def figures(record: dict) -> str:
+    """What each cell printed (the figures the notebook's text quotes, to set beside it), and
+    the seconds of its slow cells."""
+    lines = []
+    for index, text in record["printed"].items():
+        lines.append(f"  cell {index}:")
+        lines.extend(f"    {line}" for line in text.rstrip("\n").splitlines())
+    for index, seconds in record["seconds of the cells over 2 s"].items():
+        lines.append(f"  cell {index} ran {seconds:.0f} s")
+    return "\n".join(lines)
 
 
 def minutes(seconds: float) -> str:
@@ -127,6 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--timeout", type=int, default=3600, help="seconds per cell at most")
     parser.add_argument("--table-only", action="store_true", help="rewrite the table, run none")
     parser.add_argument("--label", default="", help="the machine, if not this CPU (a GPU's name)")
+    parser.add_argument("--quiet", action="store_true", help="times only, not what cells printed")
     args = parser.parse_args(argv)
     letters = [c for c in args.only.lower() if c.isalpha()]
     unknown = sorted(set(letters) - set(NOTEBOOKS))
@@ -137,6 +149,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{NOTEBOOKS[letter][0]}: running in full mode ...", flush=True)
         results[letter] = measure(letter, args.timeout)
         r = results[letter]
+        if not args.quiet:
+            print(figures(json.loads((RECORDS / f"{letter}.json").read_text())))
         print(f"  {r['seconds']:.0f} s wall, {r['cpu_seconds']:.0f} s CPU, load {r['load']}")
         RESULTS.write_text(json.dumps(results, indent=1) + "\n")
     machine = args.label or f"{platform.machine()}, {os.cpu_count()} cores, no GPU"

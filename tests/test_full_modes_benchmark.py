@@ -40,3 +40,13 @@ def test_the_docs_hold_the_markers_and_an_unknown_notebook_is_refused() -> None:
     assert speed.count(full_modes.BEGIN) == 1 and speed.count(full_modes.END) == 1
     with pytest.raises(SystemExit, match="no notebook z"):
         full_modes.main(["--only", "z"])
+
+
+def test_the_figures_are_printed_cell_by_cell_with_the_slow_cells() -> None:
+    record = {
+        "printed": {"6": "ppl 109\nok\n", "29": "seed 0 67.8\n"},
+        "seconds of the cells over 2 s": {"29": 56.2},
+    }
+    assert full_modes.figures(record).splitlines() == [
+        "  cell 6:", "    ppl 109", "    ok", "  cell 29:", "    seed 0 67.8", "  cell 29 ran 56 s",
+    ]  # fmt: skip

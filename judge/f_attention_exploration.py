@@ -84,35 +84,50 @@ average_visible, average_hidden = _read_out_pair(
 
 
 # ---------------------------------------------------------------- noisy keys, two heads
-def noisy_visible(seed: int, got: object) -> None:
-    cell_seed, (a, b) = probe.VISIBLE_NOISY
-    checks.diagnose_noisy_average_result(got, *probe.visible_basis(cell_seed), a, b)
+def _noisy_pair(
+    diagnose: Callable, visible: tuple, cases: Callable, what: str, then: Callable | None = None
+) -> tuple[Callable, Callable]:
+    """The visible and hidden verdicts of a cell on noisy keys: ``diagnose(got, means, values,
+    a, b)`` on the cell's basis ``visible`` (cell seed, (a, b)), then on each of ``cases(seed)``
+    with its noise seed, followed by ``then(result, means, values, a, b, noise)`` if given."""
+
+    def visible_verdict(seed: int, got: object) -> None:
+        cell_seed, (a, b) = visible
+        diagnose(got, *probe.visible_basis(cell_seed), a, b)
+
+    def hidden_verdict(seed: int, got: object) -> None:
+        drawn = cases(seed)
+        for (means, values, a, b, noise), seen in zip(drawn, _each(got, drawn, what), strict=True):
+            result = diagnose(seen, means, values, a, b, seed=noise)
+            if then is not None:
+                then(result, means, values, a, b, noise)
+
+    return visible_verdict, hidden_verdict
 
 
-def noisy_hidden(seed: int, got: object) -> None:
-    cases = probe.noisy_cases(seed)
-    for (means, values, a, b, noise), seen in zip(cases, _each(got, cases, "query"), strict=True):
-        checks.diagnose_noisy_average_result(seen, means, values, a, b, seed=noise)
+def _narrower_than_one_head(result: tuple, means, values, a: int, b: int, noise: int) -> None:
+    """As the hidden cell: the two heads' spread far below that of one head s (mu_a + mu_b)."""
+    _, spread = result
+    one_head = [50.0 * (means[a] + means[b])]
+    single = spread_experiment(one_head, means, values, a, b, checks.ALPHA, seed=noise)
+    single_spread = (torch.quantile(single, 0.75) - torch.quantile(single, 0.25)).item()
+    check(
+        spread < 0.2 * single_spread,
+        f"The two heads' spread {spread:.3f} is not much smaller than one head's "
+        f"{single_spread:.3f}.",
+    )
 
 
-def two_heads_visible(seed: int, got: object) -> None:
-    cell_seed, (a, b) = probe.VISIBLE_TWO_HEADS
-    checks.diagnose_two_heads_result(got, *probe.visible_basis(cell_seed), a, b)
-
-
-def two_heads_hidden(seed: int, got: object) -> None:
-    """As the hidden cell: the check, and a spread far below that of one head s (mu_a + mu_b)."""
-    cases = probe.two_heads_cases(seed)
-    for (means, values, a, b, noise), seen in zip(cases, _each(got, cases, "pair"), strict=True):
-        _, spread = checks.diagnose_two_heads_result(seen, means, values, a, b, seed=noise)
-        one_head = [50.0 * (means[a] + means[b])]
-        single = spread_experiment(one_head, means, values, a, b, checks.ALPHA, seed=noise)
-        single_spread = (torch.quantile(single, 0.75) - torch.quantile(single, 0.25)).item()
-        check(
-            spread < 0.2 * single_spread,
-            f"The two heads' spread {spread:.3f} is not much smaller than one head's "
-            f"{single_spread:.3f}.",
-        )
+noisy_visible, noisy_hidden = _noisy_pair(
+    checks.diagnose_noisy_average_result, probe.VISIBLE_NOISY, probe.noisy_cases, "query"
+)
+two_heads_visible, two_heads_hidden = _noisy_pair(
+    checks.diagnose_two_heads_result,
+    probe.VISIBLE_TWO_HEADS,
+    probe.two_heads_cases,
+    "pair",
+    then=_narrower_than_one_head,
+)
 
 
 # ---------------------------------------------------------------- key, query, value matrices

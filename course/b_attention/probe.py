@@ -10,6 +10,7 @@ that the judge can compute what PyTorch's modules give with the same weights.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import torch
 from torch import nn
@@ -175,26 +176,34 @@ def mhsa_visible(ns: dict, seed: int) -> object:
     return _after_facts(projection_facts(module), rest, module)
 
 
+def _module_cases(seed: int, name: str, make: Callable, cases: list, observe: Callable) -> list:
+    """The hidden cases of an attention module: for each case, ``make(d_model, nhead)`` under the
+    case's seed, its facts, its weights drawn afresh for this submission, then what
+    ``observe(module, case)`` returns, observed after the facts."""
+    observed = []
+    for trial, case in enumerate(cases):
+        torch.manual_seed(seed_of(seed, name, trial))
+        module = make(case["d_model"], case["nhead"]).eval()
+        facts = projection_facts(module)
+        randomise_parameters(module, seed_of(seed, f"{name} values", trial))  # per submission
+        observed.append(_after_facts(facts, partial(observe, module, case), None))
+    return observed
+
+
+def _mhsa_outputs(module: nn.Module, case: dict) -> dict:
+    x, causal = case["x"], case["masks"][1]
+    probes = output_projection_outputs(module, x.clone())
+    with torch.no_grad():
+        outs = [module(*_fresh(x, mask)) for mask in case["masks"]]
+        changed = module(*_fresh(case["changed"], causal))
+        again = module(*_fresh(x, causal))
+    weights = _weights(module, PROJECTIONS)
+    return {"probes": probes, "weights": weights, "outs": outs, "causal": [changed, again]}
+
+
 def mhsa_hidden(ns: dict, seed: int) -> object:
     attention = student(ns, "MultiHeadSelfAttention")
-    cases = []
-    for trial, case in enumerate(mhsa_cases(seed)):
-        torch.manual_seed(seed_of(seed, "mhsa_hidden", trial))
-        module = attention(case["d_model"], case["nhead"]).eval()
-
-        def rest(module: nn.Module = module, case: dict = case) -> dict:
-            x, causal = case["x"], case["masks"][1]
-            probes = output_projection_outputs(module, x.clone())
-            with torch.no_grad():
-                outs = [module(*_fresh(x, mask)) for mask in case["masks"]]
-                changed = module(*_fresh(case["changed"], causal))
-                again = module(*_fresh(x, causal))
-            weights = _weights(module, PROJECTIONS)
-            return {"probes": probes, "weights": weights, "outs": outs, "causal": [changed, again]}
-
-        facts = projection_facts(module)
-        randomise_parameters(module, seed_of(seed, "mhsa_hidden values", trial))  # per submission
-        cases.append(_after_facts(facts, rest, None))
+    cases = _module_cases(seed, "mhsa_hidden", attention, mhsa_cases(seed), _mhsa_outputs)
     torch.manual_seed(seed_of(seed, "mhsa_hidden gradients"))
     module = attention(12, 3)
     x, upstream = gradient_inputs(
@@ -294,26 +303,20 @@ def cross_visible(ns: dict, seed: int) -> object:
     return _after_facts(projection_facts(module), rest, module)
 
 
+def _cross_outputs(module: nn.Module, case: dict) -> dict:
+    x, memory = case["x"], case["memory"]
+    with torch.no_grad():
+        outs = [module(*_fresh(x, memory, mask)) for mask in case["masks"]]
+        changed = [
+            module(*_fresh(y, memory, mask))
+            for y, mask in zip(case["changed"], case["masks"], strict=True)
+        ]
+    return {"weights": _weights(module, PROJECTIONS), "outs": outs, "changed": changed}
+
+
 def cross_hidden(ns: dict, seed: int) -> object:
     cross = student(ns, "MultiHeadCrossAttention")
-    cases = []
-    for trial, case in enumerate(cross_cases(seed)):
-        torch.manual_seed(seed_of(seed, "cross_hidden", trial))
-        module = cross(case["d_model"], case["nhead"]).eval()
-
-        def rest(module: nn.Module = module, case: dict = case) -> dict:
-            x, memory = case["x"], case["memory"]
-            with torch.no_grad():
-                outs = [module(*_fresh(x, memory, mask)) for mask in case["masks"]]
-                changed = [
-                    module(*_fresh(y, memory, mask))
-                    for y, mask in zip(case["changed"], case["masks"], strict=True)
-                ]
-            return {"weights": _weights(module, PROJECTIONS), "outs": outs, "changed": changed}
-
-        facts = projection_facts(module)
-        randomise_parameters(module, seed_of(seed, "cross_hidden values", trial))  # per submission
-        cases.append(_after_facts(facts, rest, None))
+    cases = _module_cases(seed, "cross_hidden", cross, cross_cases(seed), _cross_outputs)
     torch.manual_seed(seed_of(seed, "cross_hidden gradients"))
     module = cross(12, 3)
     *inputs, upstream = gradient_inputs(

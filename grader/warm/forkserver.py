@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from grader.shared import process_output
+from grader.warm.wire import ended_children
 
 PRELOAD = [
     "nbgrader.apps.nbgraderapp",
@@ -216,16 +217,10 @@ def serve(path: str) -> None:
             _drain(wakeup)
         if listener in ready:
             _accept(listener, running)
-        while running:
-            try:
-                pid, code = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
+        for pid, code in ended_children() if running else ():
             connection = running.pop(pid, None)
             if connection is not None:
-                _send(connection, {"exit": os.waitstatus_to_exitcode(code)})
+                _send(connection, {"exit": code})
                 connection.close()
 
 

@@ -17,6 +17,7 @@ zygote answers ``{"ok": true}``, ``{"error": WHY}``, and, when a started kernel 
 import json
 import os
 import socket
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -112,6 +113,19 @@ def statuses(data: bytes) -> dict[str, object]:
 
 def write_status(fd: int, kind: str, value: object = "") -> None:
     os.write(fd, status(kind, value))
+
+
+def ended_children() -> Iterator[tuple[int, int]]:
+    """(pid, exit code) of each child process that has ended, without waiting for the others:
+    what an ``{"exit": ...}`` answer reports (the zygote's kernels, the fork server's servers)."""
+    while True:
+        try:
+            pid, code = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        yield pid, os.waitstatus_to_exitcode(code)
 
 
 # Bundled before the zygote, in this order, each made the module named (what it imports first).

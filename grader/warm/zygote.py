@@ -282,16 +282,10 @@ def _handle(
 
 
 def _reap(kernels: dict) -> None:
-    while True:
-        try:
-            pid, code = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
+    for pid, code in wire.ended_children():
         for connection, kernel in list(kernels.items()):
             if kernel.first == pid:
-                _send(connection, exit=os.waitstatus_to_exitcode(code))
+                _send(connection, exit=code)
                 del kernels[connection]
 
 

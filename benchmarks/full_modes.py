@@ -49,8 +49,9 @@ NOTEBOOKS = {
 }
 
 
-def measure(letter: str, timeout: int) -> dict:
-    """Run one notebook in full mode; its figures, and what its cells printed."""
+def measure(letter: str, timeout: int) -> tuple[dict, dict]:
+    """Run one notebook in full mode; its figures, and its record (what its cells printed, the
+    seconds of its slow cells)."""
     title, path = NOTEBOOKS[letter]
     before = os.getloadavg()[0]
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -66,7 +67,7 @@ def measure(letter: str, timeout: int) -> dict:
     RECORDS.mkdir(parents=True, exist_ok=True)
     record = {"printed": printed, "seconds of the cells over 2 s": slow}
     (RECORDS / f"{letter}.json").write_text(json.dumps(record, indent=1, ensure_ascii=False))
-    return {
+    return record, {
         "notebook": title,
         "seconds": round(seconds, 1),
         "cpu_seconds": round(cpu, 1),
@@ -147,10 +148,10 @@ def main(argv: list[str] | None = None) -> None:
     results = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
     for letter in [] if args.table_only else letters:
         print(f"{NOTEBOOKS[letter][0]}: running in full mode ...", flush=True)
-        results[letter] = measure(letter, args.timeout)
+        record, results[letter] = measure(letter, args.timeout)
         r = results[letter]
         if not args.quiet:
-            print(figures(json.loads((RECORDS / f"{letter}.json").read_text())))
+            print(figures(record))
         print(f"  {r['seconds']:.0f} s wall, {r['cpu_seconds']:.0f} s CPU, load {r['load']}")
         RESULTS.write_text(json.dumps(results, indent=1) + "\n")
     machine = args.label or f"{platform.machine()}, {os.cpu_count()} cores, no GPU"

@@ -21,15 +21,18 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-import nbformat
-
 from course.h_own_gpt import experiment
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "source/h_own_gpt/own_gpt.ipynb"
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tools"))
+from notebook_code import notebook_code  # noqa: E402 - tools/ is not a package
+
+NOTEBOOK = REPO / "source/h_own_gpt/own_gpt.ipynb"
 Merges = Callable[[dict[str, int], int], list[tuple[str, str]]]
 
 
@@ -62,14 +65,9 @@ def recount_merges(word_counts: dict[str, int], num_merges: int) -> list[tuple[s
 
 
 def reference_merges() -> Merges:
-    """The notebook's model answer of exercise 8, executed from its ``bpe_solution`` cell."""
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    (cell,) = (
-        c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "bpe_solution"
-    )
-    space: dict = {}
-    exec(cell.source, space)  # the course's own source: no student code runs here
-    return space["bpe_merges"]
+    """The notebook's model answer of exercise 8, executed from its ``bpe_solution`` cell (the
+    course's own source: no student code runs here)."""
+    return notebook_code(NOTEBOOK, "bpe_solution").bpe_merges
 
 
 def timed(function: Merges, counts: dict[str, int], merges: int) -> tuple[list, float, float]:

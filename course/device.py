@@ -2,7 +2,7 @@
 
     DEVICE = pick_device()              # prints "training on cuda (NVIDIA H100 ...)" or similar
     model = Model(...).to(DEVICE)       # the course's helpers follow the model's device
-    with autocast(DEVICE, bf16=bf16_helps(DEVICE))  # bfloat16 products where they pay
+    with autocast(DEVICE, bf16=bf16_helps(DEVICE)):  # bfloat16 products where they pay
         logits = model(x)
 
 The course's training helpers (``course.training``, E's and G's ``finetune``, H's windows) move
@@ -85,8 +85,7 @@ def device_of(model: nn.Module) -> torch.device:
 def bf16_helps(device: torch.device | str) -> bool:
     """Whether bfloat16 autocast is worth turning on: a CUDA GPU that computes in bfloat16, or a
     CPU with bfloat16 instructions (AVX-512 BF16 or AMX: a training step of G's model then takes
-    half the time, ``benchmarks/bf16_cpu.py``). Elsewhere a CPU emulates bfloat16, slower than
-    float32."""
+    half the time, docs/speed.md). Elsewhere a CPU emulates bfloat16, slower than float32."""
     device = torch.device(device)
     if device.type == "cpu":
         return cpu_computes_bf16()

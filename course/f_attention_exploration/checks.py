@@ -176,15 +176,23 @@ def _quantile(x: torch.Tensor, p: float) -> float:
 
 
 def diagnose_noisy_average(
-    function: Callable, means: torch.Tensor, values: torch.Tensor, a: int, b: int, **draws: float
+    function: Callable,
+    means: torch.Tensor,
+    values: torch.Tensor,
+    a: int,
+    b: int,
+    alpha: float = ALPHA,
+    samples: int = SAMPLES,
+    seed: int = 0,
 ) -> None:
     """Check ``function(means, a, b)`` over noisy keys ``k_i ~ N(mu_i, alpha I)``.
 
     Over ``samples`` draws the read-out must stay near ``(v_a + v_b)/2``: median distance
-    at most 0.03 and 90 % of the draws within 0.08. ``draws``: ``alpha``, ``samples``, ``seed``
-    (of :func:`diagnose_noisy_average_result`).
+    at most 0.03 and 90 % of the draws within 0.08.
     """
-    diagnose_noisy_average_result(function(means.clone(), a, b), means, values, a, b, **draws)
+    diagnose_noisy_average_result(
+        function(means.clone(), a, b), means, values, a, b, alpha, samples, seed
+    )
 
 
 def diagnose_noisy_average_result(
@@ -246,7 +254,14 @@ def diagnose_noisy_average_result(
 
 
 def diagnose_two_heads(
-    function: Callable, means: torch.Tensor, values: torch.Tensor, a: int, b: int, **draws: float
+    function: Callable,
+    means: torch.Tensor,
+    values: torch.Tensor,
+    a: int,
+    b: int,
+    alpha: float = ALPHA,
+    samples: int = SAMPLES,
+    seed: int = 0,
 ) -> tuple[float, float]:
     """Check ``function(means, a, b) -> (q1, q2)`` with key ``a`` stretched.
 
@@ -255,10 +270,11 @@ def diagnose_two_heads(
     ``(v_a - v_b)/|v_a - v_b|`` has a median within 0.05 of 0 and an interquartile range (the
     spread) at most 0.1, and at least 75 % of the draws lie within 0.1 of the average (the
     stretched key points backwards in about 8 % of the draws: no query can help then).
-    Returns (median, spread). ``draws``: ``alpha``, ``samples``, ``seed`` (of
-    :func:`diagnose_two_heads_result`).
+    Returns (median, spread).
     """
-    return diagnose_two_heads_result(function(means.clone(), a, b), means, values, a, b, **draws)
+    return diagnose_two_heads_result(
+        function(means.clone(), a, b), means, values, a, b, alpha, samples, seed
+    )
 
 
 def diagnose_two_heads_result(

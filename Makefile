@@ -60,6 +60,5 @@ student-wheel:  ## the student part (course/ only, no answers) as a wheel: dist/
 student-lower-bounds: student-wheel setup  ## the student wheel on its lowest requirements, A to H's visible tests (downloads torch)
 	$(BIN)/python -m tests.student_install --lower-bounds
 
-clean:  ## remove what grading wrote (keeps .venv and autograded/README.md)
-	rm -rf submitted feedback gradebook.db grades.csv grading_report.csv
-	find autograded -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +
+clean:  ## remove the demo's course folder (demo-course/); never the term's grades or submissions
+	rm -rf demo-course

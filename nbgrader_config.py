@@ -13,6 +13,16 @@ c.CourseDirectory.db_url = os.environ.get(
     "COURSE_DB", "sqlite:///" + os.path.join(HERE, "gradebook.db")
 )
 
+# Where students install the course from: your public copy's git address, the student wheel's URL,
+# or "clone" (notebooks used where the course is installed). `course address URL` rewrites this
+# line; `course release` refuses while it is empty (docs/term.md).
+c.Course.student_install = ""
+
+# Late submissions: nbgrader's penalty, applied when the grades go out (`course grades --lms`):
+# "none" (lateness is listed, no points taken), "zero" (a late notebook scores 0), or your own
+# plugin (nbgrader's docs: "Late submission plugin").
+c.LateSubmissionPlugin.penalty_method = "none"
+
 # Seconds a cell may run while grading, at most: the limit in force is derived per assignment from
 # its reference run (grader/shared/limits.py: 10 x its slowest cell, at least 30 s); a longer cell
 # is interrupted (and the others go on).

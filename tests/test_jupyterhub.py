@@ -386,7 +386,7 @@ def test_class_on_jupyterhub(site: Site) -> None:
     _launch_hub(site)
     _wait_for_hub(site)
     _request_servers(site, [instructor, good, blank])
-    site.run_as(instructor, "course", "release", ASSIGNMENT, cwd=course)
+    site.run_as(instructor, "course", "release", ASSIGNMENT, "--clone-only", cwd=course)
     site.run_as(instructor, "nbgrader", "release_assignment", ASSIGNMENT, cwd=course)
     assert (site.exchange / COURSE / "outbound" / ASSIGNMENT / NOTEBOOK).is_file()
     _wait_for_servers(site, [instructor, good, blank])

@@ -84,7 +84,7 @@ def test_a_term_on_canvas(tmp_path: Path, capsys: pytest.CaptureFixture) -> None
     cli = ["--root", str(root)]
 
     # roster, release, due date (docs/lms.md)
-    assert main([*cli, "release", A]) == 0
+    assert main([*cli, "release", A, "--clone-only"]) == 0
     nbgrader(root, "db", "student", "import", str(roster(tmp_path / "roster.csv")))
     nbgrader(root, "db", "assignment", "add", A, "--duedate=2026-10-05 17:00:00 UTC")
 
@@ -115,8 +115,13 @@ def test_a_term_on_canvas(tmp_path: Path, capsys: pytest.CaptureFixture) -> None
         # nbgrader's penalty, computed when autograding, did not see the written answers
         assert late.score == total and 0 < late.late_submission_penalty < total
 
+    # s04's written answers are not graded: the grades are not final, nothing is written
     out = tmp_path / "canvas.csv"
-    assert main([*cli, "grades", "--lms", "canvas", "--out", str(out), "--missing", "zero"]) == 0
+    argv = ["grades", "--lms", "canvas", "--out", str(out), "--missing", "zero"]
+    assert main([*cli, *argv]) == 2 and not out.exists()
+    said = capsys.readouterr().err
+    assert "not graded yet for 1 students: s04" in said and "--allow-ungraded" in said, said
+    assert main([*cli, *argv, "--allow-ungraded"]) == 0
     with out.open(newline="") as handle:
         rows = list(csv.reader(handle))
     assert rows[0][:2] == ["Student", "ID"] and rows[0][5] == A
@@ -132,6 +137,7 @@ def test_a_term_on_canvas(tmp_path: Path, capsys: pytest.CaptureFixture) -> None
     export, filled = canvas_export(tmp_path / "export.csv"), tmp_path / "import.csv"
     column = "a_masks=Masks and positions (5501)"
     argv = ["grades", "--lms", "canvas", "--gradebook", str(export), "--out", str(filled)]
+    argv += ["--allow-ungraded"]
     assert main([*cli, *argv, "--assignment", column]) == 0
     with filled.open(newline="", encoding="utf-8-sig") as handle:
         back = list(csv.reader(handle, delimiter=";"))

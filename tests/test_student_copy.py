@@ -62,7 +62,7 @@ def test_release_and_demo_leave_the_students_copy_alone(tmp_path: Path) -> None:
     notebook = root / "work" / "a_masks" / "masks_and_positions.ipynb"
     notebook.write_text(notebook.read_text().replace("raise NotImplementedError()", "pass", 1))
     before = snapshot(root / "work")
-    for args in (["release", "a_masks"], ["demo", "a_masks", "--jobs", "1"]):
+    for args in (["release", "a_masks", "--clone-only"], ["demo", "a_masks", "--jobs", "1"]):
         done = subprocess.run(
             [*COURSE, "--root", str(root), *args], cwd=root, capture_output=True, text=True
         )

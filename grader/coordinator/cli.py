@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from grader.coordinator import lab  # lab: the standard library and grader.shared.paths only
+from grader.coordinator import cli_term, lab  # the standard library and grader.shared only
 from grader.lms import LMS_NAMES
 from grader.shared import report  # lab: the standard library and grader.shared.paths only
 from grader.shared.paths import CourseError, assignments, find_root
@@ -56,8 +56,7 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--root", type=Path, help="the course folder (default: found from cwd)")
     sub = top.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("release", help="generate release/ from source/")
-    p.add_argument("assignment", nargs="?", help="one assignment (default: all)")
+    cli_term.add_parsers(sub, _jobs_default())  # address, release, due, extension, regrade
 
     p = sub.add_parser("autograde", help="autograde the submissions of an assignment")
     p.add_argument("assignment")
@@ -181,6 +180,11 @@ def _lms_grade_options(p: argparse.ArgumentParser) -> None:
         help="with --lms: a student who submitted nothing: skip (default: the cell is left as "
         "the gradebook has it, empty in a new file), blank, or zero",
     )
+    p.add_argument(
+        "--allow-ungraded",
+        action="store_true",
+        help="with --lms: export even while written answers wait for a hand grade (they count 0)",
+    )
 
 
 def _report_options(p: argparse.ArgumentParser) -> None:
@@ -230,15 +234,6 @@ def _submission(args: argparse.Namespace) -> int:
     return 0
 
 
-def _release(root: Path, args: argparse.Namespace) -> int:
-    """``course release [ASSIGNMENT]``."""
-    from grader.coordinator import pipeline  # loads nbgrader: once this command is chosen (run())
-
-    for name in [args.assignment] if args.assignment else assignments(root):
-        print(f"released {pipeline.release(root, name)}")
-    return 0
-
-
 def _autograde(root: Path, args: argparse.Namespace) -> int:
     """``course autograde ASSIGNMENT``: exit 1 when a submission was not graded."""
     from grader.coordinator import pipeline  # loads nbgrader: once this command is chosen (run())
@@ -270,10 +265,13 @@ def _grades(root: Path, args: argparse.Namespace) -> int:
             "--out, --gradebook and --assignment go with --lms canvas|moodle (the grade "
             "table's CSV: --csv)"
         )
-    from grader.coordinator import pipeline  # loads nbgrader: once this command is chosen (run())
+    # these load nbgrader: imported once this command is chosen (run())
+    from grader.coordinator import deadlines, pipeline
 
     rows = pipeline.grade_rows(root)
     print(pipeline.format_grade_table(rows))
+    print("\nDue dates, extensions, late submissions:")
+    print("\n".join(f"  {line}" for line in deadlines.lateness_lines(root)))
     _print_problems(root)
     print(f"written to {pipeline.write_grades_csv(rows, args.csv or root / 'grades.csv')}")
     return 0
@@ -283,10 +281,12 @@ def _demo(root: Path, args: argparse.Namespace) -> int:
     """``course demo``: release, the demo class graded, feedback, the grade table."""
     from grader.coordinator import demo  # loads nbgrader: once this command is chosen (run())
 
-    chosen = args.assignments or assignments(root)
-    choose = None if args.all else lambda a, students: demo.representative(root, a, students)
+    folder = cli_term.demo_folder(root)  # the demo's own course folder, apart from the term
+    print(f"the demo class is graded in {folder}, apart from the term's gradebook")
+    chosen = args.assignments or assignments(folder)
+    choose = None if args.all else lambda a, students: demo.representative(folder, a, students)
     demo.run(
-        root,
+        folder,
         chosen,
         jobs=args.jobs,
         unsafe_no_sandbox=args.unsafe_no_sandbox,
@@ -299,7 +299,7 @@ def _demo(root: Path, args: argparse.Namespace) -> int:
 def _lms_command(root: Path, args: argparse.Namespace) -> int:
     """``course collect``, ``course feedback [--zip]`` and ``course grades --lms``."""
     # these load nbgrader (see run()): imported once an LMS command is chosen
-    from grader.coordinator import pipeline  # loads nbgrader: once this command is chosen (run())
+    from grader.coordinator import final, pipeline  # load nbgrader: once this command is chosen
     from grader.lms import collect, export, feedback_zip  # (nbgrader too)
 
     if args.command == "collect":
@@ -323,6 +323,9 @@ def _lms_command(root: Path, args: argparse.Namespace) -> int:
             for name in ([given] if "=" in given else given.split(","))  # a header may hold ","
             if name.strip()
         ]
+        names = [c.partition("=")[0].strip() for c in chosen]
+        for line in final.require_final(root, names, args.allow_ungraded):
+            print(line)
         path, left = export.export(root, args.lms, out, args.missing, chosen, args.gradebook)
         print(f"grades written to {path} for import into {args.lms.title()}")
         for line in left:
@@ -379,7 +382,11 @@ def _print_problems(root: Path) -> None:
 COMMANDS: dict[str, tuple[Callable[..., int], bool]] = {
     "check": (_check, False),
     "submission": (_submission, False),
-    "release": (_release, True),
+    "address": (cli_term.address, True),
+    "release": (cli_term.release, True),
+    "due": (cli_term.due, True),
+    "extension": (cli_term.extension, True),
+    "regrade": (cli_term.regrade, True),
     "autograde": (_autograde, True),
     "workers": (_workers, True),
     "collect": (_lms_command, True),

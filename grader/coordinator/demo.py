@@ -4,6 +4,10 @@
 file name is the student id. A described student starts from the reference solutions, so a mistake
 costs only the points of the tests that target it. Two students need no file: ``reference`` (the
 solutions of ``source/``) and ``blank`` (the release notebooks untouched).
+
+``course demo`` grades the demo class in a course folder of its own, ``demo-course/`` inside the
+course (:func:`demo_course`): its own gradebook, release/, submitted/, autograded/, feedback/ and
+grade table, so that a term graded in the course folder never sees a demo student.
 """
 
 from __future__ import annotations
@@ -18,11 +22,47 @@ from grader.coordinator import pipeline
 from grader.coordinator.grading import Graded
 from grader.coordinator.submission import fill, read_description, reference_code
 from grader.sandbox import bubblewrap as sandbox
+from grader.shared import reference_run
 from grader.shared.notebooks import read_notebook
-from grader.shared.paths import CourseError, require_assignment
+from grader.shared.paths import CONFIG_FILE, CourseError, assignments, require_assignment
 
 REFERENCE, BLANK = "reference", "blank"
+FOLDER = "demo-course"  # the demo's own course folder, inside the course (git ignores it)
+MARKER = ".demo-course"  # the file that marks a course folder as the demo's
+COPIED = ("source", "demo")  # what the demo's folder takes from the course, afresh each run
 MISTAKES = 2  # named mistakes per assignment in the representative class (`course demo`)
+
+
+def is_demo_course(root: Path) -> bool:
+    """Whether ``root`` is the demo's own course folder (made by :func:`demo_course`)."""
+    return (root / MARKER).is_file()
+
+
+def demo_course(root: Path) -> Path:
+    """The demo's own course folder, ``ROOT/demo-course/``, made or brought up to date: the course's
+    nbgrader_config.py, reference runs, source/ and demo/ copied afresh; its gradebook, release/,
+    submitted/, autograded/ and feedback/ its own. ``root`` itself when it is that folder."""
+    if is_demo_course(root):
+        return root
+    folder = root / FOLDER
+    folder.mkdir(exist_ok=True)
+    (folder / MARKER).write_text(
+        "The demo class's course folder (`course demo`, `make demo`), apart from the term's.\n"
+        "Delete it whenever you like: `make clean`.\n"
+    )
+    shutil.copy(root / CONFIG_FILE, folder / CONFIG_FILE)  # its gradebook.db is the folder's own
+    if (root / reference_run.FILE).is_file():  # the time limits of grading, as recorded
+        shutil.copy(root / reference_run.FILE, folder / reference_run.FILE)
+    for name in COPIED:
+        shutil.rmtree(folder / name, ignore_errors=True)
+        if (root / name).is_dir():
+            shutil.copytree(root / name, folder / name)
+    return folder
+
+
+def student_ids(root: Path) -> set[str]:
+    """Every demo student's id, of every assignment (``reference``, ``blank`` and ``demo/``'s)."""
+    return {s for a in assignments(root) for s in descriptions(root, a)}
 
 
 def descriptions(root: Path, assignment: str) -> dict[str, dict]:

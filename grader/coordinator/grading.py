@@ -20,7 +20,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.coordinator import gradebook, nbgrader_run, scratch
+from grader.coordinator import deadlines, gradebook, nbgrader_run, scratch
 from grader.coordinator.job import GradingJob
 from grader.shared import quota, records, report, verification
 from grader.shared.finish import finish_notebook
@@ -174,6 +174,7 @@ def merge(root: Path, url: str, assignment: str, graded: Graded, own: bytes | No
             private = Path(folder) / "gradebook.db"
             private.write_bytes(own)
             gradebook.copy_submission(f"sqlite:///{private}", url, assignment, graded.student)
+        deadlines.apply_pending(root, url, assignment, graded.student)  # given before grading
     elif own is None:
         gradebook.record_empty(url, assignment, graded.student)
     report.update(root, graded.events)

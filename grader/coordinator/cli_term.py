@@ -1,0 +1,146 @@
+"""The ``course`` sub-commands of a term (docs/term.md): the students' install address, a release
+that says what it changes, due dates, extensions and a regrade that says whose points moved.
+
+course address [URL | clone]                 set (or show) where students install the course from
+course release [ASSIGNMENT] [--force] [--clone-only]
+course due ASSIGNMENT DATE [--timezone ZONE] the due date
+course extension ASSIGNMENT STUDENT --hours N  more time for one student (0: none)
+course regrade ASSIGNMENT [--jobs N]         grade every submission again; whose points moved
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from grader.shared.paths import CourseError, assignments, require_assignment
+
+
+def add_parsers(sub: argparse._SubParsersAction, jobs_default: int) -> None:
+    """The term's sub-commands (release's own parser included)."""
+    p = sub.add_parser(
+        "address", help="set (or show) where students install the course from (docs/term.md)"
+    )
+    p.add_argument(
+        "address",
+        nargs="?",
+        help="a git repository (its student/ folder), the student wheel's URL, or 'clone' (the "
+        "notebooks are used where the course is installed); none: show it",
+    )
+
+    p = sub.add_parser("release", help="generate release/ from source/")
+    p.add_argument("assignment", nargs="?", help="one assignment (default: all)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="release an assignment that has submissions, after reading what changes",
+    )
+    p.add_argument(
+        "--clone-only",
+        action="store_true",
+        help="notebooks for a clone or a JupyterHub only: no install address needed",
+    )
+
+    p = sub.add_parser("due", help="set an assignment's due date")
+    p.add_argument("assignment")
+    p.add_argument("date", help="e.g. '2026-10-05 17:00' (or with an offset, '...+02:00')")
+    p.add_argument("--timezone", metavar="ZONE", help="DATE's zone (default: this machine's)")
+
+    p = sub.add_parser("extension", help="give one student more time on an assignment")
+    p.add_argument("assignment")
+    p.add_argument("student")
+    p.add_argument("--hours", type=float, required=True, help="extra hours (0: no extension)")
+
+    p = sub.add_parser(
+        "regrade",
+        help="autograde every submission of an assignment again (after a fix), keeping hand "
+        "grades and comments; print whose points changed",
+    )
+    p.add_argument("assignment")
+    p.add_argument("--jobs", type=int, default=jobs_default, help="students graded at once")
+
+
+def address(root: Path, args: argparse.Namespace) -> int:
+    """``course address [URL | clone]``."""
+    from grader.coordinator import address as where  # loads nbgrader: once chosen
+
+    if args.address:
+        print(where.set_address(root, args.address))
+        return 0
+    current = where.configured(root)
+    print(f"students install from: {current}" if current else "no address set (docs/term.md)")
+    return 0 if current else 1
+
+
+def release(root: Path, args: argparse.Namespace) -> int:
+    """``course release [ASSIGNMENT] [--force] [--clone-only]``: exit 1 when an assignment with
+    submissions would change and ``--force`` is not given (nothing is written then)."""
+    from grader.coordinator import address as where  # loads nbgrader: once chosen
+    from grader.coordinator import midterm, pipeline  # loads nbgrader: once chosen
+
+    chosen = [args.assignment] if args.assignment else assignments(root)
+    for name in chosen:
+        require_assignment(root, name)
+    address = where.require(root, args.clone_only)
+    held = 0
+    for name in chosen:
+        handed_in = midterm.has_submissions(root, name)
+        lines = midterm.changes(root, name) if handed_in else []
+        if lines and not args.force:
+            print(f"{name}: {len(handed_in)} students have handed in; a release would change:")
+            print("\n".join(f"  {line}" for line in lines))
+            then = f"`course release {name} --force`, then `course regrade {name}`"
+            print(f"  nothing released: {then} (docs/term.md, a fix in the middle of a term)")
+            held += 1
+            continue
+        path = pipeline.release(root, name)
+        where.address_release(root, name, address)
+        if lines:
+            midterm.log_release(root, name, lines)
+            print(f"released {path}: {len(lines)} cells changed; now `course regrade {name}`")
+        else:
+            print(f"released {path}")
+    return 1 if held else 0
+
+
+def due(root: Path, args: argparse.Namespace) -> int:
+    """``course due ASSIGNMENT DATE``."""
+    from grader.coordinator import deadlines  # loads nbgrader: once chosen
+
+    print(deadlines.set_due(root, args.assignment, deadlines.parse_due(args.date, args.timezone)))
+    return 0
+
+
+def extension(root: Path, args: argparse.Namespace) -> int:
+    """``course extension ASSIGNMENT STUDENT --hours N``."""
+    from grader.coordinator import deadlines  # loads nbgrader: once chosen
+
+    print(deadlines.set_extension(root, args.assignment, args.student, args.hours))
+    return 0
+
+
+def regrade(root: Path, args: argparse.Namespace) -> int:
+    """``course regrade ASSIGNMENT``: every submission graded again; the points that moved."""
+    from grader.coordinator import midterm, pipeline  # loads nbgrader: once chosen
+
+    before = midterm.scores(root, args.assignment)
+    if not before:
+        raise CourseError(f"nothing of {args.assignment} is graded yet: `course autograde` it")
+    results = pipeline.autograde(root, args.assignment, jobs=args.jobs)
+    failed = [g.student for g in results if not g.ok]
+    lines = midterm.moved(before, midterm.scores(root, args.assignment))
+    print(f"regraded {len(results)} submissions of {args.assignment}; hand grades kept")
+    print("\n".join(lines) if lines else "no student's points changed")
+    if failed:
+        print(f"NOT GRADED (their earlier points kept): {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+def demo_folder(root: Path) -> Path:
+    """The demo's own course folder (made or brought up to date), its gradebook its own even
+    where the term's is a database server (``COURSE_DB``)."""
+    from grader.coordinator import demo  # loads nbgrader: once chosen
+
+    os.environ.pop("COURSE_DB", None)
+    return demo.demo_course(root)

@@ -1,0 +1,190 @@
+"""The term's commands one by one (docs/term.md): the students' install address, a release that
+says what it would change, due dates and extensions, grades out only when final, the demo in a
+folder of its own. The whole term, graded, is tests/test_whole_term.py."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from nbgrader.api import Gradebook
+
+from grader.coordinator import address, deadlines, demo, final, midterm
+from grader.coordinator.cli import main
+from grader.shared import reference_run
+from grader.shared.paths import CourseError, db_url
+from tests.conftest import REPO
+
+A = "a_masks"
+NOTEBOOK = "masks_and_positions.ipynb"
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A course with A released for a clone (the placeholder in its first cells)."""
+    root = tmp_path_factory.mktemp("term") / "course"
+    root.mkdir()
+    shutil.copy(REPO / "nbgrader_config.py", root)
+    shutil.copy(REPO / "reference_runs.json", root)
+    shutil.copytree(REPO / "source" / A, root / "source" / A)
+    shutil.copytree(REPO / "demo" / A, root / "demo" / A)
+    assert main(["--root", str(root), "release", A, "--clone-only"]) == 0
+    return root
+
+
+@pytest.fixture
+def course(released: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(released, tmp_path / "course"))
+
+
+def first_cell(root: Path) -> str:
+    notebook = json.loads((root / "release" / A / NOTEBOOK).read_text())
+    return "".join(notebook["cells"][0]["source"])
+
+
+def test_release_refuses_while_the_address_is_unset_and_writes_it_once_set(
+    course: Path, capsys: pytest.CaptureFixture
+) -> None:
+    cli = ["--root", str(course)]
+    assert main([*cli, "release", A]) == 2
+    assert "`course address https://github.com/you/course`" in capsys.readouterr().err
+    assert main([*cli, "address"]) == 1  # unset
+    assert main([*cli, "address", "https://github.com/OWNER/REPO"]) == 2  # the placeholder
+    assert main([*cli, "address", "https://github.com/me/tc"]) == 0
+    assert address.configured(course) == "https://github.com/me/tc"
+    assert main([*cli, "address", "https://github.com/you/other"]) == 0  # the one line, replaced
+    config = (course / "nbgrader_config.py").read_text()
+    assert config.count("c.Course.student_install =") == 1
+    assert main([*cli, "release", A]) == 0
+    package = "transformers-course @ git+https://github.com/you/other#subdirectory=student"
+    assert f'package = "{package}"' in first_cell(course)
+    assert "OWNER/REPO" not in first_cell(course)
+    links = (course / "release" / "colab.md").read_text()
+    assert "colab.research.google.com/github/you/other/blob/main/release/a_masks/" in links
+    # a wheel: the install line names it; no Colab page (no GitHub repository)
+    wheel = "https://uni.example/tc/transformers_course-0.1.0-py3-none-any.whl"
+    assert main([*cli, "address", wheel]) == 0 and main([*cli, "release", A]) == 0
+    assert f'package = "transformers-course @ {wheel}"' in first_cell(course)
+    assert not (course / "release" / "colab.md").exists()
+
+
+def test_address_refuses_what_pip_cannot_take(course: Path) -> None:
+    for bad in ["github.com/me/x", "https://x/y z", "ftp://x/y", 'https://x/"y']:
+        with pytest.raises(CourseError, match="not an address the students can install from"):
+            address.set_address(course, bad)
+    assert address.set_address(course, "clone").startswith("the notebooks are for a clone")
+    assert address.require(course) == "clone"
+
+
+def add_submission(root: Path, student: str, when: datetime, manual: bool = True) -> None:
+    """A graded submission in the gradebook, as autograding leaves it."""
+    with warnings.catch_warnings(), Gradebook(db_url(root)) as gb:
+        warnings.simplefilter("ignore")
+        gb.update_or_create_student(student)
+        gb.add_submission(A, student, timestamp=when)
+        for grade in gb.find_submission_notebook(NOTEBOOK[:-6], A, student).grades:
+            grade.auto_score = grade.max_score if grade.auto_score is None else grade.auto_score
+            grade.needs_manual_grade = manual and grade.cell.cell_type == "markdown"
+        gb.db.commit()
+
+
+def test_due_dates_extensions_and_lateness(course: Path, capsys: pytest.CaptureFixture) -> None:
+    cli = ["--root", str(course)]
+    assert main([*cli, "due", A, "2026-10-05 17:00", "--timezone", "Europe/Berlin"]) == 0
+    assert "due 2026-10-05 15:00 UTC" in capsys.readouterr().out  # Berlin is UTC+2 in October
+    due = datetime(2026, 10, 5, 15, 0)
+    # an extension before the submission: kept apart until it is graded
+    assert main([*cli, "extension", A, "kim", "--hours", "48"]) == 0
+    assert "kept until the submission is graded" in capsys.readouterr().out
+    assert json.loads((course / deadlines.PENDING).read_text()) == {f"{A}/kim": 48}
+    add_submission(course, "kim", due + timedelta(hours=30))
+    add_submission(course, "lou", due + timedelta(hours=2, minutes=5))
+    deadlines.apply_pending(course, db_url(course), A, "kim")  # as grading.merge does
+    assert not (course / deadlines.PENDING).exists()
+    # an extension after grading goes straight to the gradebook
+    add_submission(course, "max", due + timedelta(hours=1))
+    assert main([*cli, "extension", A, "max", "--hours", "2"]) == 0
+    lines = deadlines.lateness_lines(course)
+    assert lines[0] == f"{A}: due 2026-10-05 15:00 UTC"
+    assert "  kim: on time, extension 48 h" in lines
+    assert "  lou: late by 2 h 05 min" in lines
+    assert "  max: on time, extension 2 h" in lines
+    assert main([*cli, "extension", A, "max", "--hours", "0"]) == 0
+    assert "  max: late by 1 h 00 min" in deadlines.lateness_lines(course)
+    assert main([*cli, "due", A, "next tuesday-ish"]) == 2
+    assert "is not a date" in capsys.readouterr().err
+    with pytest.raises(CourseError, match="no assignment 'z_x'"):
+        deadlines.set_extension(course, "z_x", "kim", 1)
+
+
+def test_grades_go_out_only_when_final(course: Path, capsys: pytest.CaptureFixture) -> None:
+    add_submission(course, "ann", datetime(2026, 10, 1))
+    add_submission(course, "bob", datetime(2026, 10, 1), manual=False)
+    assert final.ungraded(course) == {A: ["ann"]}
+    out = course / "grades-canvas.csv"
+    argv = ["--root", str(course), "grades", "--lms", "canvas", "--out", str(out)]
+    assert main(argv) == 2 and not out.exists()
+    said = capsys.readouterr().err
+    assert "written answers not graded yet for 1 students: ann" in said, said
+    assert main([*argv, "--allow-ungraded"]) == 0 and out.exists()
+    assert "exported anyway (--allow-ungraded)" in capsys.readouterr().out
+    # a demo student in the term's gradebook (an older `make demo` graded here): refused by name
+    add_submission(course, "mask_transposed", datetime(2026, 10, 1), manual=False)
+    assert main([*argv, "--allow-ungraded"]) == 2
+    assert "holds 1 demo students (mask_transposed)" in capsys.readouterr().err
+
+
+def test_a_release_with_submissions_says_what_changes_and_waits_for_force(
+    course: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the changed notebook's reference run (its time limits) is not what this test is about
+    monkeypatch.setattr(reference_run, "record", lambda root, assignment: None)
+    add_submission(course, "ann", datetime(2026, 10, 1))
+    cli = ["--root", str(course), "release", A, "--clone-only"]
+    assert main(cli) == 0  # nothing changed: released again quietly
+    assert midterm.changes(course, A) == []
+    path = course / "source" / A / NOTEBOOK
+    notebook = json.loads(path.read_text())
+    hidden = markdown = None
+    for cell in notebook["cells"]:
+        text = "".join(cell["source"])
+        if hidden is None and "### BEGIN HIDDEN TESTS" in text:
+            hidden = cell["metadata"]["nbgrader"]["grade_id"]
+            cell["source"] = text.replace("### BEGIN HIDDEN TESTS", "### BEGIN HIDDEN TESTS\n0")
+        elif markdown is None and cell["cell_type"] == "markdown" and not cell["metadata"]:
+            markdown = cell["id"]
+            cell["source"] = text + " (fixed)"
+    path.write_text(json.dumps(notebook, indent=1))
+    before = (course / "release" / A / NOTEBOOK).read_text()
+    assert main(cli) == 1
+    said = capsys.readouterr().out
+    assert f"test cell {hidden} changed (hidden)" in said, said
+    assert f"text cell {markdown} changed" in said and "--force" in said
+    assert (course / "release" / A / NOTEBOOK).read_text() == before  # nothing written
+    assert main([*cli, "--force"]) == 0
+    assert "2 cells changed; now `course regrade a_masks`" in capsys.readouterr().out
+    log = json.loads((course / midterm.LOG).read_text())
+    assert [entry["assignment"] for entry in log] == [A] and len(log[0]["changes"]) == 2
+    assert midterm.changes(course, A) == []
+
+
+def test_points_that_moved() -> None:
+    before = {"ann": 10.0, "bob": 7.0, "cy": 3.0}
+    after = {"ann": 10.0, "bob": 5.5, "dee": 4.0}
+    assert midterm.moved(before, after) == [
+        "bob: 7 -> 5.5 (-1.5)", "cy: no longer graded", "dee: new"
+    ]  # fmt: skip
+
+
+def test_the_demo_has_a_folder_of_its_own(course: Path) -> None:
+    folder = demo.demo_course(course)
+    assert folder == course / "demo-course" and demo.is_demo_course(folder)
+    assert demo.demo_course(folder) == folder  # inside it, it is the demo's course
+    assert (folder / "source" / A / NOTEBOOK).is_file() and (folder / "demo" / A).is_dir()
+    assert db_url(folder) == f"sqlite:///{folder / 'gradebook.db'}"
+    assert "mask_transposed" in demo.student_ids(course)
+    assert final.demo_students(folder) == []  # demo students belong there

@@ -46,8 +46,8 @@ lab: setup  ## JupyterLab on your own copy of the student notebooks, work/ (made
 formgrader: setup  ## the instructor's JupyterLab on the course folder: Nbgrader > Formgrader (course lab)
 	$(BIN)/course lab
 
-release: setup  ## regenerate release/ from source/
-	$(BIN)/course release
+release: setup  ## regenerate release/ from source/ for a clone (a graded term: course release, docs/term.md)
+	$(BIN)/course release --clone-only
 
 benchmark: setup  ## seconds per submission, sequential vs parallel autograding
 	$(BIN)/python benchmarks/autograde_speed.py --jobs $(JOBS)

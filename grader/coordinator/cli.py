@@ -387,6 +387,7 @@ COMMANDS: dict[str, tuple[Callable[..., int], bool]] = {
     "due": (cli_term.due, True),
     "extension": (cli_term.extension, True),
     "regrade": (cli_term.regrade, True),
+    "publish": (cli_term.publish, True),
     "autograde": (_autograde, True),
     "workers": (_workers, True),
     "collect": (_lms_command, True),

@@ -6,6 +6,7 @@ course release [ASSIGNMENT] [--force] [--clone-only]
 course due ASSIGNMENT DATE [--timezone ZONE] the due date
 course extension ASSIGNMENT STUDENT --hours N  more time for one student (0: none)
 course regrade ASSIGNMENT [--jobs N]         grade every submission again; whose points moved
+course publish DIR                           the public part (no solutions) into DIR
 """
 
 from __future__ import annotations
@@ -41,6 +42,13 @@ def add_parsers(sub: argparse._SubParsersAction, jobs_default: int) -> None:
         action="store_true",
         help="notebooks for a clone or a JupyterHub only: no install address needed",
     )
+
+    p = sub.add_parser(
+        "publish",
+        help="write the part students may see (course/, student/, release/) into a work tree of "
+        "the public repository, never source/ (docs/term.md)",
+    )
+    p.add_argument("folder", type=Path, help="the public repository's folder")
 
     p = sub.add_parser("due", help="set an assignment's due date")
     p.add_argument("assignment")
@@ -78,6 +86,7 @@ def release(root: Path, args: argparse.Namespace) -> int:
     submissions would change and ``--force`` is not given (nothing is written then)."""
     from grader.coordinator import address as where  # loads nbgrader: once chosen
     from grader.coordinator import midterm, pipeline  # loads nbgrader: once chosen
+    from grader.coordinator.release import worth  # (nbgrader too)
 
     chosen = [args.assignment] if args.assignment else assignments(root)
     for name in chosen:
@@ -96,12 +105,26 @@ def release(root: Path, args: argparse.Namespace) -> int:
             continue
         path = pipeline.release(root, name)
         where.address_release(root, name, address)
+        print(f"{name} is worth {worth(root, name)}")
         if lines:
             midterm.log_release(root, name, lines)
             print(f"released {path}: {len(lines)} cells changed; now `course regrade {name}`")
         else:
             print(f"released {path}")
     return 1 if held else 0
+
+
+def publish(root: Path, args: argparse.Namespace) -> int:
+    """``course publish DIR``: the public copy of a graded class."""
+    from grader.coordinator import address as where  # loads nbgrader: once chosen
+    from grader.coordinator.publish import publish as write_public  # (the standard library)
+
+    address = where.require(root)
+    if address == where.CLONE:
+        raise CourseError("the address is 'clone': set the public one, `course address URL`")
+    written = write_public(root, args.folder, where.install_line(address))
+    print(f"wrote {', '.join(written)} into {args.folder}: commit and push it to {address}")
+    return 0
 
 
 def due(root: Path, args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from grader.coordinator.nbgrader_api import check_result, nbgrader_api
 from grader.shared import reference_run
+from grader.shared.notebooks import read_notebook
 from grader.shared.paths import require_assignment
 
 
@@ -22,3 +23,21 @@ def release(root: Path, assignment: str) -> Path:
     if reference_run.current(root, assignment) is None:
         reference_run.record(root, assignment)  # the time limits of grading come from it
     return root / "release" / assignment
+
+
+def worth(root: Path, assignment: str) -> str:
+    """What ``assignment`` is worth, in words: its points, autograded and graded by hand."""
+    auto = manual = questions = 0.0
+    for path in sorted((root / "source" / assignment).glob("*.ipynb")):
+        for cell in read_notebook(path).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if not meta.get("grade"):
+                continue
+            if cell.cell_type == "code" and not meta.get("solution"):
+                auto += meta.get("points", 0)
+            else:
+                manual, questions = manual + meta.get("points", 0), questions + 1
+    return (
+        f"{auto + manual:g} points: {auto:g} autograded, {manual:g} for {questions:g} written "
+        "answers graded by hand"
+    )

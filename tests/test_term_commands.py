@@ -15,8 +15,9 @@ from nbgrader.api import Gradebook
 
 from grader.coordinator import address, deadlines, demo, final, midterm
 from grader.coordinator.cli import main
+from grader.coordinator.release import worth
 from grader.shared import reference_run
-from grader.shared.paths import CourseError, db_url
+from grader.shared.paths import CourseError, assignments, db_url
 from tests.conftest import REPO
 
 A = "a_masks"
@@ -188,3 +189,16 @@ def test_the_demo_has_a_folder_of_its_own(course: Path) -> None:
     assert db_url(folder) == f"sqlite:///{folder / 'gradebook.db'}"
     assert "mask_transposed" in demo.student_ids(course)
     assert final.demo_students(folder) == []  # demo students belong there
+
+
+def test_the_term_guide_says_what_each_assignment_is_worth() -> None:
+    """docs/term.md's table of points is what the source notebooks give (course release says
+    the same)."""
+    rows = [line for line in (REPO / "docs" / "term.md").read_text().splitlines()
+            if line.startswith("| ") and line.split("|")[2].strip().isdigit()]  # fmt: skip
+    table = {cells[0]: cells[1:] for cells in ([c.strip() for c in r.strip("|").split("|")]
+                                               for r in rows)}  # fmt: skip
+    assert sorted(table) == assignments(REPO)
+    for assignment, (total, auto, by_hand) in table.items():
+        words = f"{total} points: {auto} autograded, {by_hand.replace(' (', ' for ')[:-1]}"
+        assert worth(REPO, assignment) == words + " written answers graded by hand", assignment

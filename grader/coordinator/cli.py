@@ -1,20 +1,7 @@
 """The ``course`` command: nbgrader's pipeline for this course, one sub-command per job.
 
-course release [ASSIGNMENT] source/ -> release/ (all assignments by default) course autograde
-ASSIGNMENT [--jobs N] grade submitted/*/ASSIGNMENT, N students at a time
-   [--scheduler ADDRESS | --cluster local:N] ... or on a Dask cluster, one task per student
-course collect ASSIGNMENT ZIP --lms canvas|moodle an LMS download into submitted/ course feedback
-ASSIGNMENT [--zip] feedback HTML without hidden tests (--zip: for the LMS) course grades [--csv
-PATH] grade table (student x notebook) and CSV course grades --lms canvas|moodle [--out FILE] the
-grades as the LMS imports them
-   [--gradebook EXPORT.csv] [--assignment NAME] [--missing skip|blank|zero] ... filled into
-                                         the LMS's own gradebook export
-course report ASSIGNMENT [--out FILE] the class at a glance: one HTML page (docs/grading.md) course
-demo [ASSIGNMENT...] [--jobs N] [--all] release, the demo class (representative;
-                                         --all: every demo student), autograde, feedback, grades
-course workers start|stop|status [--jobs N] [--idle MINUTES] warm workers kept between runs course
-check NOTEBOOK run a notebook's tests and explain each failure course lab [-- JUPYTER_OPTION...]
-JupyterLab on the course folder, with formgrader course submission build RELEASE_NB DESCRIPTION OUT
+Every sub-command and option, with its help: docs/cli.md (written from this parser). The ones of a
+term (address, release, due, extension, regrade, publish) are in :mod:`grader.coordinator.cli_term`.
 """
 
 from __future__ import annotations

@@ -98,6 +98,11 @@ def parser() -> argparse.ArgumentParser:
 
     _workers_parser(sub)
     _lab_parser(sub)
+    p = sub.add_parser(
+        "forget", help="remove a student's data from the course (docs/personal-data.md)"
+    )
+    p.add_argument("students", nargs="+", metavar="STUDENT", help="the course's student id")
+    p.add_argument("--yes", action="store_true", help="remove it (without: list what it removes)")
 
     p = sub.add_parser("check", help="run a notebook's tests and explain each failure")
     p.add_argument("notebook", type=Path)
@@ -331,6 +336,13 @@ def _lms_command(root: Path, args: argparse.Namespace) -> int:
     return 0
 
 
+def _forget(root: Path, args: argparse.Namespace) -> int:
+    """``course forget STUDENT... [--yes]`` (grader/coordinator/forget.py)."""
+    from grader.coordinator import forget  # loads nbgrader: once this command is chosen (run())
+
+    return forget.command(root, args.students, args.yes)
+
+
 def _report(root: Path, args: argparse.Namespace) -> int:
     """``course report ASSIGNMENT``: the class page (docs/grading.md)."""
     from grader.coordinator import class_report_html  # matplotlib: once this command is chosen
@@ -387,6 +399,7 @@ COMMANDS: dict[str, tuple[Callable[..., int], bool]] = {
     "grades": (_grades, True),
     "report": (_report, True),
     "demo": (_demo, True),
+    "forget": (_forget, True),
 }
 
 

@@ -96,13 +96,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--unsafe-no-sandbox", action="store_true", help=UNSAFE_HELP)
     p.add_argument("--cold", action="store_true", help=COLD_HELP)
 
-    _workers_parser(sub)
-    _lab_parser(sub)
-    p = sub.add_parser(
-        "forget", help="remove a student's data from the course (docs/personal-data.md)"
-    )
-    p.add_argument("students", nargs="+", metavar="STUDENT", help="the course's student id")
-    p.add_argument("--yes", action="store_true", help="remove it (without: list what it removes)")
+    for add_parser in (_workers_parser, _lab_parser, _forget_parser):
+        add_parser(sub)
 
     p = sub.add_parser("check", help="run a notebook's tests and explain each failure")
     p.add_argument("notebook", type=Path)
@@ -145,6 +140,14 @@ def _lab_parser(sub: argparse._SubParsersAction) -> None:
         metavar="JUPYTER_OPTION",
         help="options for jupyter lab, after --, e.g. -- --ServerApp.port=8890 --no-browser",
     )
+
+
+def _forget_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "forget", help="remove a student's data from the course (docs/personal-data.md)"
+    )
+    p.add_argument("students", nargs="+", metavar="STUDENT", help="the course's student id")
+    p.add_argument("--yes", action="store_true", help="remove it (without: list what it removes)")
 
 
 def _workers_parser(sub: argparse._SubParsersAction) -> None:

@@ -10,21 +10,26 @@ graded, fed back, exported and reported on, then one student forgotten.
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 import subprocess
+import sys
 import warnings
 import zipfile
 from pathlib import Path
 
+import nbformat
 import pytest
 from nbgrader.api import Gradebook, MissingEntry
 
 from grader.coordinator import forget
 from grader.coordinator.cli import main
+from grader.coordinator.submission import fill, read_description, reference_code
 from grader.shared import records, report
-from grader.shared.paths import CourseError, db_url
-from tests.conftest import REPO
+from grader.shared.notebooks import read_notebook
+from grader.shared.paths import CourseError, db_url, load_config
+from tests.conftest import REPO, make_course_copy
 from tests.lms_archives import (
     NOTEBOOK,
     canvas_name,
@@ -281,3 +286,97 @@ def test_forget_removes_their_files_from_the_lms_downloads(root: Path) -> None:
         f"{other['prefix']}/{NOTEBOOK}_feedback.html"
     ]
     assert len(read_names(mine)) == 3  # the instructor's own file, listed above, untouched
+
+
+def canvas_submission(root: Path, mistake: str | None) -> bytes:
+    """A's notebook with the reference solutions (and a demo student's mistake)."""
+    nb = read_notebook(root / "release" / A / f"{NOTEBOOK}.ipynb")
+    fill(
+        nb,
+        reference_code(read_notebook(root / "source" / A / f"{NOTEBOOK}.ipynb"), load_config(root)),
+    )
+    if mistake:
+        fill(nb, read_description(root / "demo" / A / f"{mistake}.yaml")["code"])
+    return nbformat.writes(nb).encode()
+
+
+def left_behind(root: Path, needles: list[bytes]) -> list[str]:
+    """The course's own files (not source/, release/, demo/ or the instructor's) whose name or
+    content holds one of ``needles``."""
+    found = []
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root).as_posix()
+        if not path.is_file() or relative.split("/")[0] in ("source", "release", "demo", "private"):
+            continue
+        if relative == "roster.csv":
+            continue
+        data = relative.encode() + b"\n" + path.read_bytes()
+        if any(needle in data for needle in needles):
+            found.append(relative)
+    return found
+
+
+@pytest.mark.slow  # grades three submissions through nbgrader
+def test_a_term_then_one_student_forgotten(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    root = make_course_copy(tmp_path / "course")
+    cli = ["--root", str(root)]
+    assert main([*cli, "release", A]) == 0
+    roster = root / "roster.csv"  # where docs/lms.md's command reads it
+    roster.write_text(
+        "id,first_name,last_name,email,lms_user_id\n"
+        + "".join(f"s0{n},First{n},Last{n},s0{n}@uni.example,{2000 + n}\n" for n in (1, 2, 3))
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "nbgrader", "db", "student", "import", "roster.csv"],
+        cwd=root, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    files = {
+        canvas_name(f"last{n}first{n}", 2000 + n, n, f"{NOTEBOOK}.ipynb"): canvas_submission(
+            root, mistake
+        )
+        for n, mistake in ((1, None), (2, "mask_transposed"), (3, "copied_pair_1"))
+    }
+    (root / "private").mkdir()
+    download = write_zip(root / "private" / "submissions.zip", files)
+    assert main([*cli, "collect", A, str(download), "--lms", "canvas"]) == 0
+    assert main([*cli, "autograde", A, "--jobs", "2"]) == 0
+    assert main([*cli, "feedback", A, "--zip"]) == 0
+    assert main([*cli, "grades"]) == 0
+    assert main([*cli, "grades", "--lms", "canvas"]) == 0
+    assert main([*cli, "report", A]) == 0
+    capsys.readouterr()
+
+    # git sees the course and nothing the term wrote or read
+    repository_with_our_ignores(root)
+    seen = git(root, "status", "--porcelain", "--untracked-files=all").split("\n")
+    course_files = ("source/", "release/", "demo/", "nbgrader_config.py", "reference_runs.json")
+    personal = [line for line in seen if line and not line[3:].startswith(course_files)]
+    assert personal == ["?? .gitignore"], personal
+
+    def scores() -> dict[str, float]:
+        with warnings.catch_warnings(), Gradebook(db_url(root)) as gb:
+            warnings.simplefilter("ignore")
+            return {s.student.id: s.score for s in gb.find_assignment(A).submissions}
+
+    before = scores()
+    assert sorted(before) == ["s01", "s02", "s03"]
+    needles = [b"s02", b"last2first2", b"First2", b"Last2", b"2002"]
+    assert len(left_behind(root, needles)) > 8
+
+    assert main([*cli, "forget", "s02"]) == 0
+    listed = capsys.readouterr().out
+    assert main([*cli, "forget", "s02", "--yes"]) == 0
+    out = capsys.readouterr().out
+    assert out.replace("removed:", "would remove:") in listed
+    assert "private/submissions.zip" in out and "roster.csv" in out  # the instructor's
+    assert left_behind(root, needles) == []
+    assert scores() == {s: before[s] for s in ("s01", "s03")}
+    with (root / "grades-canvas.csv").open(newline="") as handle:
+        assert [row[2] for row in csv.reader(handle)][2:] == ["s01", "s03"]
+    assert read_names(root / f"feedback-{A}-canvas.zip") == [
+        f"last1first1_2001_1_{NOTEBOOK}_feedback.html",
+        f"last3first3_2003_3_{NOTEBOOK}_feedback.html",
+    ]
+    assert main([*cli, "forget", "s02"]) == 2
+    assert "unknown student 's02'" in capsys.readouterr().err

@@ -22,6 +22,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.utils import notebook_hash
 
 from grader.coordinator import forget
 from grader.coordinator.cli import main
@@ -380,3 +381,25 @@ def test_a_term_then_one_student_forgotten(tmp_path: Path, capsys: pytest.Captur
     ]
     assert main([*cli, "forget", "s02"]) == 2
     assert "unknown student 's02'" in capsys.readouterr().err
+
+
+def test_forget_removes_what_the_exchange_holds_of_them(root: Path) -> None:
+    """nbgrader's exchange (JupyterHub): the student's hand-ins and the feedback released to
+    them (named by nbgrader's hash of the submission's secret and the notebook)."""
+    course_id = load_config(root).CourseDirectory.course_id
+    exchange = Path(load_config(root).Exchange.root) / course_id
+    pages = {}
+    for student in ("s01", "s02"):
+        (exchange / "inbound" / f"{student}+{A}+2026-10-05 17:00:00 UTC+x").mkdir(parents=True)
+        folder = root / "feedback" / student / A
+        (folder / "submission_secret.txt").write_text(f"secret of {student}")
+        (folder / f"{NOTEBOOK}.html").write_text(f"feedback to {student}")
+        name = notebook_hash(secret=f"secret of {student}", notebook_id=NOTEBOOK)
+        pages[student] = exchange / "feedback" / f"{name}.html"
+        pages[student].parent.mkdir(parents=True, exist_ok=True)
+        pages[student].write_text(f"feedback to {student}")
+    text = forget.format_plan(forget.plan(root, "s02"), done=False)
+    assert "1 feedback page(s) released to them in the exchange" in text
+    forget.carry_out(forget.plan(root, "s02"))
+    assert [p.name.split("+")[0] for p in (exchange / "inbound").iterdir()] == ["s01"]
+    assert not pages["s02"].exists() and pages["s01"].exists()

@@ -5,8 +5,9 @@ What the course keeps about a student (docs/personal-data.md), each removed here
 - the gradebook (nbgrader's API, on whatever database the course uses): the student's row (id,
   names, email, LMS user id) with every submission, grade and comment; an sqlite gradebook is then
   vacuumed, so that the deleted rows leave no copy in the file's free pages;
-- the folders ``submitted/STUDENT``, ``autograded/STUDENT`` and ``feedback/STUDENT``, and the
-  submissions the student handed in through nbgrader's exchange (``inbound/STUDENT+...``);
+- the folders ``submitted/STUDENT``, ``autograded/STUDENT`` and ``feedback/STUDENT``, and in
+  nbgrader's exchange the submissions the student handed in (``inbound/STUDENT+...``) and the
+  feedback released to them (``feedback/HASH.html``);
 - what grading recorded: ``grading_records/*/STUDENT.json`` and the student's lines of
   ``grading_report.csv``; the student's lines of the grade table ``grades.csv`` and of the LMS
   files ``course grades --lms`` wrote in the course folder (``grades-*.csv``);
@@ -39,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.utils import notebook_hash
 
 from grader.coordinator.gradebook import sqlite_file
 from grader.lms import LMS_NAMES, names, roster
@@ -188,14 +190,30 @@ def _folder_steps(root: Path, student: str) -> list[Step]:
     """The student's folders of submissions, graded copies and feedback, and the exchange's."""
     folders = [root / name / student for name in FOLDERS]
     exchange = load_config(root).Exchange.get("root")
+    pages: list[Path] = []
     if isinstance(exchange, str) and exchange and Path(exchange).is_dir():
         folders += sorted(Path(exchange).glob(f"*/inbound/{glob_escape(student)}+*"))
+        pages = _released_feedback(root, Path(exchange), student)
     steps = []
     for folder in folders:
         if folder.is_dir() or folder.is_symlink():
             count = sum(1 for p in folder.rglob("*") if p.is_file())
             steps.append(Step(f"{_show(root, folder)}/ ({count} file(s))", _remover(folder)))
+    if pages:
+        what = f"{len(pages)} feedback page(s) released to them in the exchange"
+        steps.append(Step(what, _remover(*pages)))
     return steps
+
+
+def _released_feedback(root: Path, exchange: Path, student: str) -> list[Path]:
+    """The pages ``nbgrader release_feedback`` put in the exchange for ``student``: named by
+    the hash of the submission's secret and the notebook's name (nbgrader's own naming)."""
+    found = []
+    for secret in sorted((root / "feedback" / student).glob("*/submission_secret.txt")):
+        for page in sorted(secret.parent.glob("*.html")):
+            checksum = notebook_hash(secret=secret.read_text(), notebook_id=page.stem)
+            found += [p for p in exchange.glob(f"*/feedback/{checksum}.html") if p.is_file()]
+    return found
 
 
 def _record_steps(root: Path, who: Identity) -> list[Step]:

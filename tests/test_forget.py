@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import warnings
 import zipfile
 from pathlib import Path
@@ -44,7 +47,7 @@ A = "a_masks"
 
 # What the documented commands write in the course folder, and what the instructor passes to
 # them under the names the docs use (docs/lms.md, docs/grading.md, docs/personal-data.md).
-PERSONAL = [
+WRITTEN = [
     "gradebook.db",
     "gradebook.db-journal",
     f"submitted/s01/{A}/{NOTEBOOK}.ipynb",
@@ -68,6 +71,8 @@ PERSONAL = [
     "private/canvas/2026-10-06T0910_Grades-Transformers.csv",
     "private/moodle/TR-Masks and positions-12.zip",
     "private/anything at all.txt",
+]
+ELSEWHERE = [
     "roster.csv",
     "submissions.zip",
     "grading_worksheet.csv",
@@ -83,6 +88,7 @@ PERSONAL = [
     "lms/submissions.zip",
     "downloads/Grades-TR-Masks-12.csv",
 ]
+PERSONAL = WRITTEN + ELSEWHERE
 # What stays tracked: the course itself.
 TRACKED = [
     f"source/{A}/{NOTEBOOK}.ipynb",
@@ -123,6 +129,30 @@ def test_every_personal_file_is_ignored_and_the_course_is_not(tmp_path: Path) ->
     assert not seen & set(PERSONAL), f"git would track personal files: {seen & set(PERSONAL)}"
     ignored = set(git(clone, "check-ignore", *PERSONAL, *TRACKED).split("\n")) - {""}
     assert ignored == set(PERSONAL), set(PERSONAL) ^ ignored
+
+
+def test_the_end_of_term_commands_archive_and_remove_the_term(tmp_path: Path) -> None:
+    """docs/personal-data.md's commands at the end of term: every file the commands wrote and
+    private/ go into the archive and out of the course folder; the course stays."""
+    clone = repository_with_our_ignores(tmp_path / "clone")
+    for name in WRITTEN + TRACKED:
+        (clone / name).parent.mkdir(parents=True, exist_ok=True)
+        (clone / name).write_text("x")
+    guide = (REPO / "docs" / "personal-data.md").read_text()
+    end = guide[guide.index("## End of term") :]
+    blocks = re.findall(r"```sh\n(.*?)```", end, re.DOTALL)
+    script = "\n".join(blocks).replace("course workers stop\n", "")  # no workers here
+    done = subprocess.run(
+        ["bash", "-e", "-c", script], cwd=clone, env={**os.environ, "HOME": str(tmp_path)},
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    left = [name for name in WRITTEN if (clone / name).exists()]
+    assert left == [], left
+    assert all((clone / name).exists() for name in TRACKED)
+    with tarfile.open(tmp_path / "transformers-term.tar.gz") as archive:
+        packed = {member.name for member in archive.getmembers() if member.isfile()}
+    assert set(WRITTEN) <= packed, set(WRITTEN) - packed
 
 
 def test_no_tracked_file_is_ignored() -> None:

@@ -433,3 +433,14 @@ def test_forget_removes_what_the_exchange_holds_of_them(root: Path) -> None:
     forget.carry_out(forget.plan(root, "s02"))
     assert [p.name.split("+")[0] for p in (exchange / "inbound").iterdir()] == ["s01"]
     assert not pages["s02"].exists() and pages["s01"].exists()
+
+
+def test_no_gradebook_is_created_and_a_closed_one_is_named(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (root / "gradebook.db").unlink()
+    forget.carry_out(forget.plan(root, "s02"))  # the folders only
+    assert not (root / "gradebook.db").exists() and not (root / "submitted" / "s02").exists()
+    monkeypatch.setenv("COURSE_DB", "postgresql+psycopg2://grader:secret@127.0.0.1:9/none")
+    with pytest.raises(CourseError, match="cannot open the gradebook database at 127.0.0.1:9/none"):
+        forget.plan(root, "s01")

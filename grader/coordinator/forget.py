@@ -41,6 +41,7 @@ from pathlib import Path
 
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.utils import notebook_hash
+from sqlalchemy.exc import OperationalError
 
 from grader.coordinator.gradebook import sqlite_file
 from grader.lms import LMS_NAMES, names, roster
@@ -67,6 +68,7 @@ class Step:
 class Plan:
     """Everything the course keeps about one student, and the instructor's files naming them."""
 
+    root: Path
     student: str
     steps: list[Step] = field(default_factory=list)
     yours: list[Path] = field(default_factory=list)
@@ -107,7 +109,7 @@ def plan(root: Path, student: str) -> Plan:
     if not SAFE_ID.fullmatch(student) or student in (".", ".."):
         raise CourseError(f"{student!r} is not a student id (an id has no slash).")
     who = identify(root, student)
-    found = Plan(student)
+    found = Plan(root, student)
     if who.in_gradebook:
         found.steps.append(_gradebook_step(root, who))
     found.steps += _folder_steps(root, student)
@@ -134,7 +136,7 @@ def format_plan(one: Plan, done: bool) -> str:
             f"  still naming {one.student}, your own files (delete them, or download them again "
             "from the LMS once the student is gone there):"
         )
-        lines += [f"    {path}" for path in one.yours]
+        lines += [f"    {_show(one.root, path)}" for path in one.yours]
     return "\n".join(lines)
 
 
@@ -144,6 +146,7 @@ def identify(root: Path, student: str) -> Identity:
     url = db_url(root)
     file = sqlite_file(url)
     if file is None or file.is_file():  # never create an empty gradebook to look in it
+        require_gradebook(url)
         with warnings.catch_warnings(), Gradebook(url) as gb:
             warnings.simplefilter("ignore")
             try:
@@ -158,6 +161,16 @@ def identify(root: Path, student: str) -> Identity:
         if entry:
             who.downloads[path.parent.name] = {"lms": _read_json(path).get("lms"), **entry}
     return who
+
+
+def require_gradebook(url: str) -> None:
+    """Fail with a clear message unless the gradebook at ``url`` opens."""
+    try:
+        Gradebook(url).close()
+    except OperationalError as error:
+        where = url.split("@")[-1]  # never print a password
+        reason = str(error.orig).strip().splitlines()[0] if error.orig else "no details"
+        raise CourseError(f"cannot open the gradebook database at {where}: {reason}") from None
 
 
 def _gradebook_step(root: Path, who: Identity) -> Step:

@@ -88,7 +88,16 @@ ELSEWHERE = [
     "lms/submissions.zip",
     "downloads/Grades-TR-Masks-12.csv",
 ]
-PERSONAL = WRITTEN + ELSEWHERE
+NESTED = [
+    "demo-course/gradebook.db",
+    f"demo-course/submitted/s01/{A}/{NOTEBOOK}.ipynb",
+    f"demo-course/autograded/s01/{A}/{NOTEBOOK}.ipynb",
+    f"demo-course/feedback/s01/{A}/{NOTEBOOK}.html",
+    f"demo-course/{records.FOLDER}/{A}/s01.json",
+    "demo-course/grades.csv",
+    f"demo-course/{report.FILE}",
+]  # a second course folder inside the repository (a demo's, a copy): the same files
+PERSONAL = WRITTEN + ELSEWHERE + NESTED
 # What stays tracked: the course itself.
 TRACKED = [
     f"source/{A}/{NOTEBOOK}.ipynb",

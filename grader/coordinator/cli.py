@@ -82,8 +82,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--unsafe-no-sandbox", action="store_true", help=UNSAFE_HELP)
     p.add_argument("--cold", action="store_true", help=COLD_HELP)
 
-    _workers_parser(sub)
-    _lab_parser(sub)
+    for add_parser in (_workers_parser, _lab_parser, _forget_parser):
+        add_parser(sub)
 
     p = sub.add_parser("check", help="run a notebook's tests and explain each failure")
     p.add_argument("notebook", type=Path)
@@ -126,6 +126,14 @@ def _lab_parser(sub: argparse._SubParsersAction) -> None:
         metavar="JUPYTER_OPTION",
         help="options for jupyter lab, after --, e.g. -- --ServerApp.port=8890 --no-browser",
     )
+
+
+def _forget_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "forget", help="remove a student's data from the course (docs/personal-data.md)"
+    )
+    p.add_argument("students", nargs="+", metavar="STUDENT", help="the course's student id")
+    p.add_argument("--yes", action="store_true", help="remove it (without: list what it removes)")
 
 
 def _workers_parser(sub: argparse._SubParsersAction) -> None:
@@ -321,6 +329,13 @@ def _lms_command(root: Path, args: argparse.Namespace) -> int:
     return 0
 
 
+def _forget(root: Path, args: argparse.Namespace) -> int:
+    """``course forget STUDENT... [--yes]`` (grader/coordinator/forget.py)."""
+    from grader.coordinator import forget  # loads nbgrader: once this command is chosen (run())
+
+    return forget.command(root, args.students, args.yes)
+
+
 def _report(root: Path, args: argparse.Namespace) -> int:
     """``course report ASSIGNMENT``: the class page (docs/grading.md)."""
     from grader.coordinator import class_report_html  # matplotlib: once this command is chosen
@@ -382,6 +397,7 @@ COMMANDS: dict[str, tuple[Callable[..., int], bool]] = {
     "grades": (_grades, True),
     "report": (_report, True),
     "demo": (_demo, True),
+    "forget": (_forget, True),
 }
 
 

@@ -274,7 +274,11 @@ def test_forget_edits_the_reports_and_keeps_their_form(root: Path) -> None:
         records.write(root, A, student, {"seconds": 1.0, "notebooks": {}})
     (root / f"class-report-{A}.html").write_text("<td>s01 and s02</td>")
     (root / "class-report-b.html").write_text("<td>s01 and s020</td>")
-    forget.carry_out(forget.plan(root, "s02"))
+    (root / "private").mkdir()
+    (root / "private" / "report.html").write_text("<td>s02</td>")  # `course report --out`
+    found = forget.plan(root, "s02")
+    assert found.yours == [root / "private" / "report.html"]
+    forget.carry_out(found)
     assert [r["student"] for r in report.read(root)] == ["s01"]
     assert (root / "grades.csv").read_text() == f"student,assignment\ns01,{A}\n"
     kept = (root / "grades-canvas.csv").read_bytes().decode()

@@ -240,9 +240,8 @@ def _record_steps(root: Path, who: Identity) -> list[Step]:
         kept, dropped = _csv_without(path, who.cells())
         if dropped:
             steps.append(Step(f"{dropped} line(s) of {_show(root, path)}", _writer(path, kept)))
-    needle = html.escape(who.student)
     for page in sorted(root.glob("class-report-*.html")):
-        if re.search(rf"(?<![\w-]){re.escape(needle)}(?![\w-])", page.read_text(errors="replace")):
+        if _page_names(page, who.student):
             assignment = page.stem.removeprefix("class-report-")
             again = f"`course report {assignment}` writes it again without the student"
             steps.append(Step(f"{_show(root, page)} (names them; {again})", _remover(page)))
@@ -303,13 +302,15 @@ def _zip_step(root: Path, path: Path, theirs: Callable[[str], bool]) -> list[Ste
 
 
 def _yours(root: Path, who: Identity) -> list[Path]:
-    """The instructor's files (``private/``, CSV and zip files at the course folder's top) that
-    still name the student: grade files by an id column, zips by an LMS's file name."""
+    """The instructor's files (``private/``; CSV, zip and HTML files at the course folder's top)
+    that still name the student: grade files by an id column, zips by an LMS's file name, pages
+    (a class report written with ``--out``) by the id."""
     handled = {root / report.FILE, root / "grades.csv", *root.glob("grades-*.csv")}
-    handled |= set(root.glob("feedback-*.zip"))
-    candidates = [*root.glob("*.csv"), *root.glob("*.zip")]
+    handled |= {*root.glob("feedback-*.zip"), *root.glob("class-report-*.html")}
+    kinds = (".csv", ".zip", ".html")
+    candidates = [p for p in root.glob("*") if p.suffix in kinds]
     if (root / PRIVATE).is_dir():
-        candidates += [p for p in (root / PRIVATE).rglob("*") if p.suffix in (".csv", ".zip")]
+        candidates += [p for p in (root / PRIVATE).rglob("*") if p.suffix in kinds]
     lms_ids = {(e["lms"], e["lms_id"]) for e in who.downloads.values()}
     found = []
     for path in sorted(set(candidates) - handled):
@@ -319,7 +320,15 @@ def _yours(root: Path, who: Identity) -> list[Path]:
             found.append(path)
         elif path.suffix == ".zip" and _zip_names(path, lms_ids):
             found.append(path)
+        elif path.suffix == ".html" and _page_names(path, who.student):
+            found.append(path)
     return found
+
+
+def _page_names(page: Path, student: str) -> bool:
+    """Whether the HTML page ``page`` names ``student`` (as a whole id: s02 is not s020)."""
+    needle = re.escape(html.escape(student))
+    return re.search(rf"(?<![\w-]){needle}(?![\w-])", page.read_text(errors="replace")) is not None
 
 
 def _zip_names(path: Path, lms_ids: set[tuple[str, str]]) -> bool:

@@ -202,3 +202,10 @@ def test_the_term_guide_says_what_each_assignment_is_worth() -> None:
     for assignment, (total, auto, by_hand) in table.items():
         words = f"{total} points: {auto} autograded, {by_hand.replace(' (', ' for ')[:-1]}"
         assert worth(REPO, assignment) == words + " written answers graded by hand", assignment
+
+
+def test_forget_takes_an_extension_waiting_for_grading(course: Path) -> None:
+    assert main(["--root", str(course), "extension", A, "kim", "--hours", "5"]) == 0
+    assert main(["--root", str(course), "extension", A, "lou", "--hours", "7"]) == 0
+    assert main(["--root", str(course), "forget", "kim", "--yes"]) == 0
+    assert json.loads((course / deadlines.PENDING).read_text()) == {f"{A}/lou": 7}

@@ -43,6 +43,7 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.utils import notebook_hash
 from sqlalchemy.exc import OperationalError
 
+from grader.coordinator import deadlines
 from grader.coordinator.gradebook import sqlite_file
 from grader.lms import LMS_NAMES, names, roster
 from grader.lms.collect import RECORD
@@ -240,6 +241,11 @@ def _record_steps(root: Path, who: Identity) -> list[Step]:
         kept, dropped = _csv_without(path, who.cells())
         if dropped:
             steps.append(Step(f"{dropped} line(s) of {_show(root, path)}", _writer(path, kept)))
+    pending = root / deadlines.PENDING  # extensions given before grading
+    waiting = {k: v for k, v in _read_json(pending).items() if k.split("/")[-1] != who.student}
+    if len(waiting) < len(_read_json(pending)):
+        text = json.dumps(waiting, indent=1, sort_keys=True) + "\n"
+        steps.append(Step(f"their extensions in {_show(root, pending)}", _writer(pending, text)))
     for page in sorted(root.glob("class-report-*.html")):
         if _page_names(page, who.student):
             assignment = page.stem.removeprefix("class-report-")

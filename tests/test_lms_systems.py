@@ -42,7 +42,8 @@ def at(day: int, hour: int, minute: int) -> datetime:
 
 
 def test_every_lms_is_one_class_found_by_name() -> None:
-    assert LMS_NAMES == ("blackboard", "brightspace", "canvas", "moodle")
+    assert {"blackboard", "brightspace", "canvas", "moodle"} <= set(LMS_NAMES)
+    assert list(LMS_NAMES) == sorted(LMS_NAMES)  # the module names, in order
     for name in LMS_NAMES:
         lms = system(name)
         assert isinstance(lms, LmsSystem) and lms.name == name
@@ -321,3 +322,19 @@ def test_blackboard_upload_file(lms_course: Path, tmp_path: Path) -> None:
         ["Last Name", "First Name", "Username", "a_masks [Total Pts: 10 Score]"],
         ["Lee", "Ann", "alee", ""], ["Doe", "John", "john", "5"], ["Smith", "Jane", "1001", "7"],
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        ("Sep 24, 2024 926 PM", datetime(2024, 9, 24, 21, 26)),  # as D2L writes it
+        ("Mar 29, 2018 1205 PM", datetime(2018, 3, 29, 12, 5)),
+        ("Oct 5, 2026 1205 AM", datetime(2026, 10, 5, 0, 5)),
+        ("Oct 5, 2026 2:15 PM", datetime(2026, 10, 5, 14, 15)),  # not seen: read as well
+        ("Oct 5, 2026 14:15", datetime(2026, 10, 5, 14, 15)),
+        ("Foo 5, 2026 215 PM", None),
+        ("Feb 30, 2026 215 PM", None),
+    ],
+)
+def test_brightspace_times(written: str, expected: datetime | None) -> None:
+    assert system("brightspace").local_time(written) == expected

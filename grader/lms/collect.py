@@ -95,7 +95,9 @@ def collect(
         raise CourseError(f"release/{assignment} has no notebooks: run `course release` first.")
     url = db_url(root)
     gradebook.require_assignment(url, assignment)
-    extracted = archive.extract(zip_path, root / "downloaded" / assignment)
+    extracted = archive.extract(
+        zip_path, root / "downloaded" / assignment, lms_class.download_steps
+    )
     done = Collected(lms, assignment)
     lms_class.prepare(extracted / "submissions")
     by_student: dict[str, list[LmsFile]] = {}
@@ -205,7 +207,7 @@ def _place(
     if chosen.stem != notebook:
         taken.notes.append(f"renamed from {chosen.stem}{chosen.ext}")
     if person is None:
-        taken.notes.append(f"not in the roster: collected under the {done.lms.title()} id")
+        taken.notes.append(f"not in the roster: collected under the {system(done.lms).title} id")
     target = root / "submitted" / student / assignment
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
@@ -285,7 +287,8 @@ def read_record(root: Path, assignment: str) -> dict:
 
 def format_report(done: Collected) -> str:
     """The collection as text: a line per student taken, a line per file skipped."""
-    lines = [f"{done.lms.title()} download of {done.assignment}: {len(done.taken)} collected"]
+    title = system(done.lms).title
+    lines = [f"{title} download of {done.assignment}: {len(done.taken)} collected"]
     for t in sorted(done.taken, key=lambda t: t.student):
         notes = f" ({'; '.join(t.notes)})" if t.notes else ""
         lines.append(f"  {t.student}: {t.source} -> {t.notebook}.ipynb{notes}")
@@ -293,10 +296,10 @@ def format_report(done: Collected) -> str:
         lines.append(f"skipped {len(done.skipped)} file(s):")
         lines += [f"  {s.path}: {s.reason}" for s in done.skipped]
     if not done.taken:
-        lines.append(f"nothing collected: is this the assignment's {done.lms.title()} download?")
+        lines.append(f"nothing collected: is this the assignment's {title} download?")
         other = _reads_it(done)
         if other:
-            lines[-1] += f" (a {other.title()} download needs --lms {other})"
+            lines[-1] += f" (a {system(other).title} download needs --lms {other})"
     return "\n".join(lines)
 
 

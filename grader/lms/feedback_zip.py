@@ -37,7 +37,7 @@ def pack(root: Path, assignment: str) -> tuple[Path, list[str], list[str]]:
             student = folder.parent.name
             pages = sorted(folder.glob("*.html"))
             if student not in students:
-                left.append(f"{student} (not in the {lms.title()} download)")
+                left.append(f"{student} (not in the {lms_class.title} download)")
                 continue
             for page in pages:
                 entry = lms_class.feedback_entry(students[student]["prefix"], page.stem)

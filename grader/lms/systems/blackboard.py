@@ -18,12 +18,16 @@ tools that parse these files):
   ``_`` part before ``_attempt_``; a file is given its original name from the ``.txt``. With
   "All attempts" downloaded, each attempt has its time: the latest is collected. The time is
   the one the ``.txt`` gives with its zone: give that zone with ``--timezone`` (the zone's
-  name in the ``.txt`` is an abbreviation, which names no zone for sure).
+  name in the ``.txt`` is an abbreviation, which names no zone for sure). Not confirmed from
+  Anthology's pages: that Ultra's download names its files as the Original's (read here as
+  the same).
 - Grade Center download (Original: Grade Center, Work Offline, Download; Ultra: Gradebook,
   Download): ``Last Name, First Name, Username, Student ID, Last Access, Availability``, then a
   column per item headed ``NAME [Total Pts: N Score] |COLUMNID`` (Ultra: ``[Total Pts: up to N
   Score]``; nbeaver/offline-grades-upload's example: ``Quiz 3 [Total Pts: 10] |664617``),
   tab-delimited (a ``.xls`` file that is UTF-16 text) or comma-delimited, every cell quoted.
+  Not confirmed: which encoding each choice has on every release; the file is read as UTF-16
+  by its byte order mark or its zero bytes, else as UTF-8, and written back in the same.
   The upload (Work Offline, Upload) matches a row by Username and a column by its id; a column
   without an id becomes a new column. So the download is filled in and uploaded as it came:
   each row's student is the roster's with that Username as ``lms_user_id`` or as course id (or

@@ -54,7 +54,7 @@ from grader.lms.fill import find_column, header_index
 from grader.lms.roster import squeeze
 from grader.shared.paths import CourseError
 
-WHEN = r"[A-Za-z]{3,9}\.? \d{1,2}, \d{4},? \d{3,4} ?[AaPp]\.?[Mm]\.?"
+WHEN = r"[A-Za-z]{3,9}\.? \d{1,2}, \d{4},? \d{1,2}:?\d\d(?: ?[AaPp]\.?[Mm]\.?)?"
 HEAD = rf"(?P<key>\d+-\d+) - (?P<name>[^/]+?) ?- (?P<when>{WHEN})"
 FOLDER = ANY_FOLDER + rf"(?P<prefix>{HEAD})/(?:.*/)?(?P<file_id>[^/]+?)(?P<ext>\.[^./]+)?$"
 FLAT = ANY_FOLDER + rf"(?P<prefix>{HEAD} - )(?P<file_id>[^/]+?)(?P<ext>\.[^./]+)?$"
@@ -111,14 +111,15 @@ class Brightspace(LmsSystem):
         return super().skip_reason(relative)
 
     def local_time(self, written: str) -> datetime | None:
-        """``Sep 24, 2024 926 PM`` (English month names; no colon in the time)."""
+        """``Sep 24, 2024 926 PM`` (English month names; no colon in the time, as D2L writes
+        it; a colon, or a 24-hour time without AM or PM, is read too)."""
         found = re.match(
-            r"([A-Za-z]{3})\w*\.? (\d{1,2}), (\d{4}),? (\d{1,2})(\d\d) ?([AaPp])", written
+            r"([A-Za-z]{3})\w*\.? (\d{1,2}), (\d{4}),? (\d{1,2}):?(\d\d) ?([AaPp]?)", written
         )
         if found is None or found.group(1).lower() not in MONTHS:
             return None
-        month, day, year, hour, minute, half = found.groups()
-        hour = int(hour) % 12 + (12 if half.lower() == "p" else 0)
+        month, day, year, clock, minute, half = found.groups()
+        hour = int(clock) % 12 + (12 if half.lower() == "p" else 0) if half else int(clock)
         try:
             return datetime(int(year), MONTHS.index(month.lower()) + 1, int(day), hour, int(minute))
         except ValueError:

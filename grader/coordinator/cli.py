@@ -109,8 +109,8 @@ def _collect_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--timezone",
         metavar="ZONE",
-        help="the time zone of the worksheet's times, your Moodle profile's (e.g. Europe/Berlin; "
-        "default: this machine's)",
+        help="the time zone of the LMS's submission times, your LMS profile's (e.g. "
+        "Europe/Berlin; default: this machine's)",
     )
 
 

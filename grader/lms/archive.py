@@ -19,14 +19,15 @@ from grader.shared.paths import CourseError
 MAX_BYTES = 4 * 1024**3  # the most an LMS download may hold once extracted
 
 
-def check_archive(path: Path) -> None:
-    """Fail with a clear message unless ``path`` is a zip safe to extract."""
+def check_archive(path: Path, steps: str = "") -> None:
+    """Fail with a clear message unless ``path`` is a zip safe to extract (``steps``: where
+    the LMS downloads its submissions, for the message)."""
     if not path.is_file():
         raise CourseError(f"no file at {path}: pass the zip that the LMS downloaded.")
     if not zipfile.is_zipfile(path):
         raise CourseError(
-            f"{path} is not a zip archive: download the submissions from the LMS as one zip "
-            "(Canvas: 'Download Submissions'; Moodle: 'Download all submissions')."
+            f"{path} is not a zip archive: download the submissions from the LMS as one zip"
+            + (f" ({steps})." if steps else ".")
         )
     with zipfile.ZipFile(path) as archive:
         entries = archive.infolist()
@@ -59,11 +60,11 @@ def entry_problem(entry: zipfile.ZipInfo) -> str:
     return ""
 
 
-def extract(path: Path, folder: Path) -> Path:
+def extract(path: Path, folder: Path, steps: str = "") -> Path:
     """Check ``path``, then extract it under ``folder`` with nbgrader's ``ExtractorPlugin``
     (nbgrader's zip_collect layout: ``folder/archive/`` holds the zip, ``folder/extracted/``
     its files); return the extracted folder."""
-    check_archive(path)
+    check_archive(path, steps)
     archive, extracted = folder / "archive", folder / "extracted"
     for step in (archive, extracted):
         shutil.rmtree(step, ignore_errors=True)

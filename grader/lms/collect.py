@@ -1,20 +1,23 @@
-"""``course collect ASSIGNMENT ZIP --lms canvas|moodle``: an LMS download into ``submitted/``.
+"""``course collect ASSIGNMENT ZIP --lms NAME``: an LMS download into ``submitted/``.
 
 The archive is checked and extracted with nbgrader's ``ExtractorPlugin`` into nbgrader's
 zip_collect layout (``downloaded/ASSIGNMENT/archive`` and ``.../extracted``); each file's name
-is read by the LMS's ``FileNameCollectorPlugin`` (:mod:`grader.lms.names`). For each student:
+is read by the LMS's class (:meth:`grader.lms.base.LmsSystem.parse`). For each student:
 
 - the id is the roster's (``nbgrader db student import``), found by LMS user id, email or name;
   a student not in the roster keeps the LMS's id;
-- of a file uploaded several times the latest upload is kept (Canvas's ``-N``);
+- of a file uploaded several times the latest upload is kept (Canvas's ``-N``); where a
+  resubmission replaces the whole submission (Brightspace, Blackboard), only the latest
+  submission's files are read;
 - the one notebook is written as the assignment's notebook, renamed back if the student renamed
   it; a student with two different notebooks is collected only if one of them has the
   assignment's name (otherwise the report asks the instructor to choose);
-- lateness goes to nbgrader's ``timestamp.txt``, in UTC as nbgrader keeps its due dates
-  (Canvas's LATE mark: one second after the due date, since Canvas gives no time; Moodle: the
-  worksheet's submission time, written in the teacher's time zone: ``timezone``);
-- Canvas's anonymous grading names no one (``anon_ID``): such a student is collected under that
-  id and can be matched to a person only once Canvas reveals the names;
+- lateness goes to nbgrader's ``timestamp.txt``, in UTC as nbgrader keeps its due dates: the
+  LMS's submission time (in the download, or Moodle's worksheet), read in the time zone it was
+  written in (``timezone``), or, where the LMS marks lateness without a time (Canvas), one
+  second after the due date;
+- a student graded anonymously is collected under the LMS's anonymous id and can be matched to
+  a person only once the LMS reveals the names;
 - what was taken and what was skipped (and why) is returned for the report, and what each
   student's files were called is kept in ``downloaded/ASSIGNMENT/lms.json`` to name the
   feedback for upload (:mod:`grader.lms.feedback_zip`).
@@ -33,7 +36,8 @@ import nbformat
 from nbgrader.api import Gradebook
 
 from grader.coordinator import gradebook
-from grader.lms import LMS_NAMES, archive, names, roster, worksheet
+from grader.lms import LMS_NAMES, archive, roster, system, worksheet
+from grader.lms.base import LmsFile, LmsSystem
 from grader.shared.paths import CourseError, db_url, release_notebooks, require_assignment
 
 RECORD = "lms.json"
@@ -83,48 +87,54 @@ def collect(
     ``sheet_path``: Moodle's grading worksheet, its times in ``timezone`` (an IANA name; this
     machine's when None)."""
     require_assignment(root, assignment)
-    if sheet_path is not None and lms != "moodle":
-        raise CourseError("--worksheet is Moodle's; Canvas marks lateness in its file names.")
+    lms_class = system(lms)
     zone = worksheet.find_timezone(timezone)
+    times = lms_class.read_times(sheet_path, zone)
     wanted = release_notebooks(root, assignment)
     if not list((root / "release" / assignment).glob("*.ipynb")):
         raise CourseError(f"release/{assignment} has no notebooks: run `course release` first.")
     url = db_url(root)
     gradebook.require_assignment(url, assignment)
-    sheet = worksheet.read_worksheet(sheet_path, zone) if sheet_path else {}
-    extracted = archive.extract(zip_path, root / "downloaded" / assignment)
+    extracted = archive.extract(
+        zip_path, root / "downloaded" / assignment, lms_class.download_steps
+    )
     done = Collected(lms, assignment)
-    by_student: dict[str, list[names.LmsFile]] = {}
+    lms_class.prepare(extracted / "submissions")
+    by_student: dict[str, list[LmsFile]] = {}
     for path in sorted(p for p in extracted.rglob("*") if p.is_file()):
         relative = path.relative_to(extracted / "submissions").as_posix()
-        found = names.parse(lms, relative)
+        found = lms_class.parse(relative)
         if found is None:
-            done.skipped.append(Skipped(relative, f"not named as {lms.title()} names submissions"))
+            done.skipped.append(Skipped(relative, lms_class.skip_reason(relative)))
         else:
             by_student.setdefault(found.lms_id, []).append(found)
     people, due = roster.read_roster(url), _due_date(url, assignment)
     for lms_id, files in by_student.items():
-        chosen = _choose(files, wanted, done.skipped)
+        chosen = _choose(_latest_attempt(lms_class, files, done.skipped), wanted, done.skipped)
         if chosen is None:
             continue
-        row = sheet.get(lms_id)
-        person = _person(people, chosen, row)
+        row = times.get(lms_id)
+        email = row.email if row else ""
+        person = lms_class.find_person(people, chosen, email)
         taken = _place(root, assignment, extracted / "submissions", chosen, person, wanted, done)
         if taken is not None:
             folder = root / "submitted" / taken.student / assignment
-            _lateness(folder, lms, taken, chosen, due, row)
-            _remember(url, lms, taken, chosen, person, row.email if row else "")
+            time = lms_class.submission_time(chosen, row, zone)
+            _lateness(folder, lms_class, taken, chosen, due, time)
+            _remember(url, lms_class, taken, chosen, person, email)
     _write_record(root / "downloaded" / assignment / RECORD, done)
     return done
 
 
-def _person(
-    people: list[roster.Person], chosen: names.LmsFile, row: worksheet.WorksheetRow | None
-) -> roster.Person | None:
-    """The roster's student of a file (none for Canvas's anonymous grading)."""
-    if chosen.anonymous:
-        return None
-    return roster.find(people, chosen.lms_id, chosen.name, row.email if row else "")
+def _latest_attempt(lms: LmsSystem, files: list[LmsFile], skipped: list[Skipped]) -> list[LmsFile]:
+    """Where a resubmission replaces the whole submission, the files of the latest one (the
+    others skipped); else every file."""
+    if not lms.whole_attempts or not files:
+        return files
+    last = max(f.attempt for f in files)
+    for old in (f for f in files if f.attempt != last):
+        skipped.append(Skipped(old.path, "of an older submission (a later one replaces it)"))
+    return [f for f in files if f.attempt == last]
 
 
 def _due_date(url: str, assignment: str) -> datetime | None:
@@ -133,11 +143,9 @@ def _due_date(url: str, assignment: str) -> datetime | None:
         return gb.find_assignment(assignment).duedate
 
 
-def _choose(
-    files: list[names.LmsFile], wanted: list[str], skipped: list[Skipped]
-) -> names.LmsFile | None:
+def _choose(files: list[LmsFile], wanted: list[str], skipped: list[Skipped]) -> LmsFile | None:
     """The one notebook to collect of a student's files (None: none), the rest skipped."""
-    groups: dict[str, list[names.LmsFile]] = {}
+    groups: dict[str, list[LmsFile]] = {}
     for f in files:
         if f.ext != ".ipynb":
             skipped.append(Skipped(f.path, "not a notebook (only .ipynb files are graded)"))
@@ -174,7 +182,7 @@ def _place(
     root: Path,
     assignment: str,
     extracted: Path,
-    chosen: names.LmsFile,
+    chosen: LmsFile,
     person: roster.Person | None,
     wanted: list[str],
     done: Collected,
@@ -199,7 +207,7 @@ def _place(
     if chosen.stem != notebook:
         taken.notes.append(f"renamed from {chosen.stem}{chosen.ext}")
     if person is None:
-        taken.notes.append(f"not in the roster: collected under the {done.lms.title()} id")
+        taken.notes.append(f"not in the roster: collected under the {system(done.lms).title} id")
     target = root / "submitted" / student / assignment
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
@@ -210,25 +218,25 @@ def _place(
 
 def _lateness(
     folder: Path,
-    lms: str,
+    lms: LmsSystem,
     taken: Taken,
-    chosen: names.LmsFile,
+    chosen: LmsFile,
     due: datetime | None,
-    row: worksheet.WorksheetRow | None,
+    time: tuple[str, datetime | None],
 ) -> None:
-    """Write nbgrader's ``timestamp.txt`` (UTC) from the LMS's late mark or submission time."""
-    stamp = None
-    if lms == "canvas" and chosen.late:
+    """Write nbgrader's ``timestamp.txt`` (UTC) from the LMS's submission time, or from its
+    late mark when it gives no time."""
+    written, stamp = time
+    if chosen.late and not written:
         taken.late = True
         if due is None:
-            taken.notes.append("late (Canvas's mark), but the assignment has no due date")
+            taken.notes.append(f"late ({lms.title}'s mark), but the assignment has no due date")
         else:
-            stamp = due + timedelta(seconds=1)  # Canvas marks lateness without a time
-            taken.notes.append("late (Canvas's mark)")
-    elif row is not None and row.modified:
-        stamp = row.submitted
+            stamp = due + timedelta(seconds=1)  # the LMS marks lateness without a time
+            taken.notes.append(f"late ({lms.title}'s mark)")
+    elif written:
         if stamp is None:
-            taken.notes.append(f"submission time {row.modified!r} unreadable: lateness unknown")
+            taken.notes.append(f"submission time {written!r} unreadable: lateness unknown")
         taken.late = bool(stamp and due and stamp > due)
         if taken.late:
             taken.notes.append(f"late (submitted {stamp} UTC)")
@@ -238,19 +246,18 @@ def _lateness(
 
 def _remember(
     url: str,
-    lms: str,
+    lms: LmsSystem,
     taken: Taken,
-    chosen: names.LmsFile,
+    chosen: LmsFile,
     person: roster.Person | None,
     email: str,
 ) -> None:
     """Put the student in the gradebook, with the LMS's user id where the LMS gives one that
-    lasts (Canvas's user id; Moodle's participant id is per assignment, Canvas's anonymous id
-    per submission)."""
-    lasting = taken.lms_id if lms == "canvas" and not chosen.anonymous else ""
+    lasts (:meth:`~grader.lms.base.LmsSystem.lasting_id`)."""
+    lasting = lms.lasting_id(chosen)
     if person is not None and (person.lms_user_id or not lasting):
         return
-    first, _, last = taken.name.rpartition(" ") if lms == "moodle" else ("", "", "")
+    first, last = lms.split_name(taken.name)
     with warnings.catch_warnings(), Gradebook(url) as gb:
         warnings.simplefilter("ignore")
         if person is not None:
@@ -280,7 +287,8 @@ def read_record(root: Path, assignment: str) -> dict:
 
 def format_report(done: Collected) -> str:
     """The collection as text: a line per student taken, a line per file skipped."""
-    lines = [f"{done.lms.title()} download of {done.assignment}: {len(done.taken)} collected"]
+    title = system(done.lms).title
+    lines = [f"{title} download of {done.assignment}: {len(done.taken)} collected"]
     for t in sorted(done.taken, key=lambda t: t.student):
         notes = f" ({'; '.join(t.notes)})" if t.notes else ""
         lines.append(f"  {t.student}: {t.source} -> {t.notebook}.ipynb{notes}")
@@ -288,9 +296,19 @@ def format_report(done: Collected) -> str:
         lines.append(f"skipped {len(done.skipped)} file(s):")
         lines += [f"  {s.path}: {s.reason}" for s in done.skipped]
     if not done.taken:
-        other = next(name for name in LMS_NAMES if name != done.lms)
-        lines.append(
-            f"nothing collected: is this the assignment's {done.lms.title()} download? "
-            f"(a {other.title()} download needs --lms {other})"
-        )
+        lines.append(f"nothing collected: is this the assignment's {title} download?")
+        other = _reads_it(done)
+        if other:
+            lines[-1] += f" (a {system(other).title} download needs --lms {other})"
     return "\n".join(lines)
+
+
+def _reads_it(done: Collected) -> str:
+    """The LMS whose names fit most of the skipped files ('' when none fits one)."""
+    fits = {
+        name: sum(system(name).parse(s.path) is not None for s in done.skipped)
+        for name in LMS_NAMES
+        if name != done.lms
+    }
+    best = max(fits, key=lambda name: fits[name], default="")
+    return best if best and fits[best] else ""

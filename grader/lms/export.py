@@ -1,25 +1,20 @@
 """Grades out, in the CSV each LMS imports: nbgrader export plugins of the course.
 
-``course grades --lms canvas|moodle --out FILE`` runs one of them on the course gradebook; so
-does nbgrader's own command, ``nbgrader export --exporter=grader.lms.export.CanvasExport
---to FILE``. Each writes one row per student of the roster (the gradebook's students) and one
-column per chosen assignment (``--assignment``; by default each assignment that someone
-submitted). A score is nbgrader's, less the late penalty that autograding recorded
-(``AssignLatePenalties`` with the course's ``LateSubmissionPlugin``), computed again here on the
-notebook's current score: nbgrader computes it when autograding, before the written answers
-are graded by hand, so a penalty that depends on the score (``penalty_method = "zero"``) would
-leave the manual points in. A student who submitted nothing (``missing``): ``skip`` (the
-default) leaves the cell as it is (empty in a new file), ``blank`` empties it, ``zero`` writes 0.
+``course grades --lms NAME --out FILE`` runs the LMS's plugin (its class's
+:attr:`~grader.lms.base.LmsSystem.exporter`) on the course gradebook; so does nbgrader's own
+command, ``nbgrader export --exporter=grader.lms.export.CanvasExport --to FILE`` (any LMS:
+``TitleExport``). Each writes one row per student of the roster (the gradebook's students) and
+one column per chosen assignment (``--assignment``; by default each assignment that someone
+submitted); the LMS's plugin says the header and the cells that name a student. A score is
+nbgrader's, less the late penalty that autograding recorded (``AssignLatePenalties`` with the
+course's ``LateSubmissionPlugin``), computed again here on the notebook's current score:
+nbgrader computes it when autograding, before the written answers are graded by hand, so a
+penalty that depends on the score (``penalty_method = "zero"``) would leave the manual points
+in. A student who submitted nothing (``missing``): ``skip`` (the default) leaves the cell as it
+is (empty in a new file), ``blank`` empties it, ``zero`` writes 0.
 
-- Canvas (Grades > Import): ``Student, ID, SIS User ID, SIS Login ID, Section``, then a column
-  per assignment, and a ``Points Possible`` row. Canvas finds a student by ``ID`` (the Canvas user
-  id: the roster's ``lms_user_id``, or what ``course collect`` recorded), then ``SIS User ID``
-  (here the course's student id: right only where it is the SIS id), then the name; and an
-  assignment by ``Title (canvas id)``, else by its exact title (``lib/gradebook_importer.rb``).
-  This file has only nbgrader's names: fill Canvas's own export instead (``--gradebook``,
-  :mod:`grader.lms.fill`), which has both the ids and the columns.
-- Moodle (Grades > Import > CSV file): ``First name, Last name, ID number, Email address``, then a
-  column per assignment; map "Email address" (or "ID number") to the user when importing.
+A new file has only nbgrader's names; the LMS's own gradebook export, filled in
+(``--gradebook``, :mod:`grader.lms.fill`), has the LMS's ids and columns as well.
 """
 
 from __future__ import annotations
@@ -34,6 +29,7 @@ from nbgrader.preprocessors import AssignLatePenalties
 from traitlets import Enum
 
 from grader.coordinator.gradebook import sqlite_file
+from grader.lms import LMS_NAMES, system
 from grader.shared.paths import CourseError, db_url, load_config
 
 MISSING = ("skip", "blank", "zero")
@@ -57,6 +53,10 @@ class LmsExport(ExportPlugin):
     def identity(self, student: object) -> list[str]:
         """The cells that name a student, before the scores."""
         raise NotImplementedError
+
+    def row_end(self) -> list[str]:
+        """The cells after a student's scores (none by default)."""
+        return []
 
     def chosen(self, gradebook: Gradebook) -> list:
         """The assignments to export: nbgrader's ``--assignment`` list, else each assignment
@@ -89,7 +89,7 @@ class LmsExport(ExportPlugin):
             writer.writerows(self.header(assignments))
             for student in sorted(students, key=lambda s: s.id):
                 cells = [self.cell(gradebook, a.name, student.id) for a in assignments]
-                writer.writerow(self.identity(student) + [c or "" for c in cells])
+                writer.writerow(self.identity(student) + [c or "" for c in cells] + self.row_end())
 
     def cell(self, gradebook: Gradebook, assignment: str, student: str) -> str | None:
         """What to write for a student: the score, or for no submission '0', '' or None
@@ -125,43 +125,18 @@ class LmsExport(ExportPlugin):
         return total
 
 
-class CanvasExport(LmsExport):
-    """Canvas's gradebook import CSV."""
-
-    default_file = "grades-canvas.csv"
-
-    def header(self, assignments: list) -> list[list[str]]:
-        names = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
-        points = ["Points Possible", "", "", "", ""]
-        return [
-            names + [a.name for a in assignments],
-            points + [f"{a.max_score:g}" for a in assignments],
-        ]
-
-    def identity(self, student: object) -> list[str]:
-        name = ", ".join(n for n in (student.last_name, student.first_name) if n) or student.id
-        return [name, student.lms_user_id or "", student.id, "", ""]
-
-
-class MoodleExport(LmsExport):
-    """Moodle's grade import CSV."""
-
-    default_file = "grades-moodle.csv"
-
-    def header(self, assignments: list) -> list[list[str]]:
-        names = ["First name", "Last name", "ID number", "Email address"]
-        return [names + [a.name for a in assignments]]
-
-    def identity(self, student: object) -> list[str]:
-        return [student.first_name or "", student.last_name or "", student.id, student.email or ""]
-
-
-EXPORTERS = {"canvas": CanvasExport, "moodle": MoodleExport}
+def __getattr__(attribute: str) -> type:
+    """``grader.lms.export.CanvasExport`` and the like: each LMS's export plugin under the
+    name that nbgrader's ``--exporter`` is given (``TitleExport``), from its LMS class."""
+    for lms in LMS_NAMES:
+        if attribute == f"{lms.title()}Export":
+            return system(lms).exporter
+    raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
 
 
 def plugin(root: Path, lms: str, out: Path, missing: str, assignments: list[str]) -> LmsExport:
     """The course's export plugin for ``lms``, configured as ``course grades`` asks."""
-    return EXPORTERS[lms](
+    return system(lms).exporter(
         to=str(out), missing=missing, assignment=list(assignments), config=load_config(root)
     )
 

@@ -1,15 +1,9 @@
 """``course feedback ASSIGNMENT --zip``: each student's feedback in one zip, named for the LMS.
 
 The names come from what ``course collect`` recorded of the student's files
-(``downloaded/ASSIGNMENT/lms.json``):
-
-- Canvas ("Upload Submissions" of the assignment's page, the same zip form as its download):
-  flat, ``lastfirst_userid_submissionid_NOTEBOOK_feedback.html``; Canvas attaches each file to the
-  submission of the user id in its name, as a comment.
-- Moodle ("Upload multiple feedback files in a zip"): a folder per participant named as in its
-  download, ``Full Name_id_assignsubmission_file/NOTEBOOK_feedback.html`` (Moodle 4.1 and later;
-  ``..._file_/`` before, or for a flat download): Moodle's import
-  (``mod/assign/feedback/file/importziplib.php``) reads the participant id of either.
+(``downloaded/ASSIGNMENT/lms.json``): the LMS's class names each file from the student's
+download prefix (:meth:`grader.lms.base.LmsSystem.feedback_entry`) and says what else of the
+download its upload wants back (:meth:`grader.lms.base.LmsSystem.feedback_extras`).
 """
 
 from __future__ import annotations
@@ -17,6 +11,7 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
+from grader.lms import system
 from grader.lms.collect import read_record
 from grader.shared.paths import CourseError
 
@@ -31,23 +26,21 @@ def pack(root: Path, assignment: str) -> tuple[Path, list[str], list[str]]:
             "lms.json): run `course collect` first, so the feedback can be named for upload."
         )
     lms, students = record["lms"], record["students"]
+    lms_class = system(lms)
     path = root / f"feedback-{assignment}-{lms}.zip"
     packed, left = [], []
+    download = root / "downloaded" / assignment / "extracted" / "submissions"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, file in lms_class.feedback_extras(download).items():
+            archive.write(file, name)
         for folder in sorted((root / "feedback").glob(f"*/{assignment}")):
             student = folder.parent.name
             pages = sorted(folder.glob("*.html"))
             if student not in students:
-                left.append(f"{student} (not in the {lms.title()} download)")
+                left.append(f"{student} (not in the {lms_class.title} download)")
                 continue
             for page in pages:
-                archive.write(page, entry_name(lms, students[student]["prefix"], page.stem))
+                entry = lms_class.feedback_entry(students[student]["prefix"], page.stem)
+                archive.write(page, entry)
             packed.append(student)
     return path, packed, left
-
-
-def entry_name(lms: str, prefix: str, notebook: str) -> str:
-    """A feedback file's name in the zip, as ``lms`` expects it on upload."""
-    if lms == "moodle":
-        return f"{prefix}/{notebook}_feedback.html"
-    return f"{prefix}{notebook}_feedback.html"  # the download's own name: Canvas matches it

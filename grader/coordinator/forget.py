@@ -45,8 +45,9 @@ from sqlalchemy.exc import OperationalError
 
 from grader.coordinator import deadlines
 from grader.coordinator.gradebook import sqlite_file
-from grader.lms import LMS_NAMES, names, roster
+from grader.lms import LMS_NAMES, roster, system
 from grader.lms.collect import RECORD
+from grader.lms.systems.canvas import ANONYMOUS
 from grader.shared import records, report
 from grader.shared.paths import CourseError, db_url, load_config
 
@@ -90,7 +91,7 @@ class Identity:
         too: Moodle's participant id is the assignment's, not the student's)."""
         canvas = {e["lms_id"] for e in self.downloads.values() if e.get("lms") == "canvas"}
         ids = {self.student, self.email, self.lms_user_id}
-        return {v for v in ids | {i for i in canvas if not i.startswith(names.ANONYMOUS)} if v}
+        return {v for v in ids | {i for i in canvas if not i.startswith(ANONYMOUS)} if v}
 
 
 def command(root: Path, students: list[str], yes: bool) -> int:
@@ -352,7 +353,7 @@ def _named_for(name: str, lms_ids: set[tuple[str, str]]) -> bool:
     participant's folder) for one of ``lms_ids`` (LMS, LMS id)."""
     probe = name + "file.ipynb" if name.endswith("/") else name
     for lms, lms_id in lms_ids:
-        found = names.parse(lms, probe) if lms in LMS_NAMES else None
+        found = system(lms).parse(probe) if lms in LMS_NAMES else None
         if found is not None and found.lms_id == lms_id:
             return True
     return False

@@ -338,3 +338,42 @@ def test_blackboard_upload_file(lms_course: Path, tmp_path: Path) -> None:
 )
 def test_brightspace_times(written: str, expected: datetime | None) -> None:
     assert system("brightspace").local_time(written) == expected
+
+
+def test_blackboard_term_returns_grades_by_the_usernames_collect_learned(
+    lms_course: Path, tmp_path: Path
+) -> None:
+    """Collected, graded, returned: John's username (``jd_bb``) is in neither the roster nor
+    his email; his attempt's record names him, collect records it, and his Grade Center row is
+    found by it. Zoe, new to the course, is collected and graded under her username."""
+    task, when = "Masks_lab", at(5, 12, 0)
+    john = blackboard_name(task, "jd_bb", when, f"{NOTEBOOK}.ipynb")
+    files = {
+        john: notebook_bytes("john"),
+        blackboard_name(task, "jd_bb", when): blackboard_record(
+            task, "John Doe", "jd_bb", when, {john: f"{NOTEBOOK}.ipynb"}
+        ),
+        blackboard_name(task, "zoe", when, f"{NOTEBOOK}.ipynb"): notebook_bytes("zoe"),
+    }
+    archive = write_zip(tmp_path / "gradebook.zip", files)
+    done = collect.collect(lms_course, A, archive, "blackboard", None, ZONE)
+    assert sorted(t.student for t in done.taken) == ["jdoe", "zoe"]
+    graded_gradebook(lms_course)  # as autograding would: John 9 (late penalty 4), Jane 7
+    with warnings.catch_warnings(), Gradebook(db_url(lms_course)) as gb:
+        warnings.simplefilter("ignore")
+        gb.add_submission(A, "zoe")
+        grade = gb.find_grade("q", "nb", A, "zoe")
+        grade.auto_score, grade.needs_manual_grade = 8, False
+        gb.db.commit()
+    rows = [
+        ["Last Name", "First Name", "Username", "Masks lab [Total Pts: 10 Score] |4711"],
+        ["Doe", "John", "jd_bb", ""], ["New", "Zoe", "zoe", ""], ["Smith", "Jane", "js_bb", ""],
+    ]  # fmt: skip
+    source = write_rows(tmp_path / "gc.csv", rows, quoting=csv.QUOTE_ALL)
+    chosen = [f"{A}=4711"]  # by the column's id
+    out, left = export.export(lms_course, "blackboard", tmp_path / "up.csv", "skip", chosen, source)
+    assert [r[3] for r in read_rows(out)[1:]] == ["5", "8", ""]
+    assert left == [  # Jane's Blackboard username is nowhere in the course: said, not guessed
+        "jsmith: the grade of a_masks is not written, no row of the export is theirs (is the "
+        "student enrolled in the LMS course, with the LMS user id or email of the roster?)"
+    ]

@@ -23,7 +23,8 @@ HEAD = """\
 
 <!-- written by tools/cli_reference.py from grader/coordinator/cli.py: do not edit by hand -->
 
-Generated from the command's own parser (`course SUB-COMMAND --help` prints the same). The
+Generated from the command's own parser (`course --help` and, for one sub-command,
+`course autograde --help` print the same). The
 command comes with the instructor's install (`make setup`, then `source .venv/bin/activate`).
 What a word means: [glossary](glossary.md). How the commands fit together:
 [the instructor's tutorial](tutorial-instructor.md) and [grading a class](grading.md).

@@ -39,7 +39,7 @@ test-deep: setup  ## the deep tier: every callable of the student part scanned, 
 	bash tools/install_system_packages.sh
 	$(BIN)/python -m pytest $(PARALLEL) -m deep
 
-test-fast: lint  ## checks, pipeline units and repository checks, no grading run (under 2 minutes)
+test-fast: lint  ## checks, pipeline units and repository checks, no grading run (docs/speed.md: how long)
 	bash tools/install_system_packages.sh
 	$(BIN)/python -m pytest $(PARALLEL) -m "not slow"
 

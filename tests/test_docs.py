@@ -200,6 +200,20 @@ def course_parses(words: list[str]) -> bool:
     return True
 
 
+ASSIGNMENTS = {p.name for p in (REPO / "source").iterdir() if p.is_dir()}
+
+
+def assignment_names(words: list[str]) -> list[str]:
+    """The words of a command that name an assignment (`a_masks`, `--assignment b_x=Column`)."""
+    names = []
+    for word in words:
+        for part in word.split(","):
+            name = part.split("=")[-1] if part.startswith("--") else part.split("=")[0]
+            if re.fullmatch(r"[a-z]_[a-z_]+", name):
+                names.append(name)
+    return names
+
+
 def make_targets() -> set[str]:
     return set(re.findall(r"^([a-z][a-z-]*):", _text(REPO / "Makefile"), re.M))
 
@@ -249,6 +263,8 @@ def test_every_command_in_the_docs_is_one_the_course_has(page, command: str) -> 
         return  # the program's name in a sentence ("the `course` command")
     if program == "course":
         assert course_parses(words[1:]), f"{page.name}: `{command}` is not a course command"
+        unknown = set(assignment_names(words[1:])) - ASSIGNMENTS
+        assert not unknown, f"{page.name}: `{command}`: no assignment {sorted(unknown)}"
     elif program == "make":
         targets = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
         assert set(targets) <= make_targets(), f"{page.name}: `{command}`: no such target"
@@ -262,6 +278,10 @@ def test_a_wrong_command_is_caught() -> None:
     assert not course_parses(["autograd", "a_masks"])
     assert not nbgrader_parses(["autograd", "a_masks"])
     assert not course_parses(["grades", "--missing", "none"])
+    assert assignment_names(["--assignment", "a_masks,c_pretrain=Lab (1)"]) == [
+        "a_masks",
+        "c_pretrain",
+    ]
     assert course_parses(["grades", "--lms", "canvas", "--missing", "empty"])
     assert not nbgrader_parses(["db", "assignment", "add", "a", "--due=x"])
     assert nbgrader_parses(["db", "assignment", "add", "a", "--duedate=x"])

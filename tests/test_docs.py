@@ -21,7 +21,12 @@ sys.path.insert(0, str(REPO / "tools"))
 import cli_reference  # noqa: E402  (tools/, as when the script runs)
 
 DOCS = REPO / "docs"
-PAGES = [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted(DOCS.glob("*.md"))]
+PAGES = [
+    REPO / "README.md",
+    REPO / "CONTRIBUTING.md",
+    *sorted(DOCS.glob("*.md")),
+    REPO / "deploy" / "jupyterhub" / "README.md",
+]
 # Pages written on other branches of the same round of work, linked before they land here. Once
 # they exist the link is checked as any other; drop a name from this set once its page is merged.
 PROMISED = {DOCS / "term.md", DOCS / "personal-data.md"}

@@ -406,3 +406,11 @@ def test_the_module_map_tool_prints_its_help_and_writes_nothing() -> None:
     )
     assert wrong.returncode == 2 and "--help" in wrong.stderr
     assert (layout.stat().st_mtime_ns, _text(layout)) == before
+
+
+def test_every_word_of_the_glossary_is_linked_from_a_page_that_uses_it() -> None:
+    glossary = DOCS / "glossary.md"
+    others = "".join(_text(p) for p in PAGES if p != glossary)
+    words = anchors(glossary) - {"glossary"}  # the page's own title
+    unlinked = [a for a in sorted(words) if f"glossary.md#{a})" not in others]
+    assert not unlinked, f"no page links these words to the glossary: {unlinked}"

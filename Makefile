@@ -8,7 +8,11 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PARALLEL := -n $(JOBS)
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: setup demo test test-deep test-fast lint lab formgrader release benchmark clean student-wheel student-lower-bounds
+.PHONY: help setup demo test test-deep test-fast lint lab formgrader release benchmark clean student-wheel student-lower-bounds
+
+help:  ## this list: every target and what it does (PYTHON=python3.11 make ... where python3 is older)
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /\1\t/' | \
+		awk -F'\t' '{ printf "  make %-22s %s\n", $$1, $$2 }'
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,7 +39,7 @@ test-deep: setup  ## the deep tier: every callable of the student part scanned, 
 	bash tools/install_system_packages.sh
 	$(BIN)/python -m pytest $(PARALLEL) -m deep
 
-test-fast: lint  ## checks, pipeline units and repository checks, no grading run (under 2 minutes)
+test-fast: lint  ## checks, pipeline units and repository checks, no grading run (docs/speed.md: how long)
 	bash tools/install_system_packages.sh
 	$(BIN)/python -m pytest $(PARALLEL) -m "not slow"
 

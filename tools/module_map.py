@@ -2,6 +2,7 @@
 
     python tools/module_map.py          # rewrite the section "Every module" of docs/layout.md
     python tools/module_map.py --check  # exit 1 if the section is not what the code says
+    python tools/module_map.py --help   # this text
 
 Each line is a module's path and the first sentence of its docstring, so the map changes with
 the code: `tests/test_layout.py` fails when a module is added, removed or re-described and the
@@ -60,6 +61,14 @@ def rewritten(text: str, root: Path = REPO) -> str:
 
 
 def main(argv: list[str]) -> int:
+    """Rewrite the map, or with --check say whether it is current; --help prints the usage."""
+    if "-h" in argv or "--help" in argv:
+        print(__doc__)
+        return 0
+    unknown = [a for a in argv if a != "--check"]
+    if unknown:
+        print(f"module_map.py: unknown argument {unknown[0]}; see --help", file=sys.stderr)
+        return 2
     text = LAYOUT.read_text()
     new = rewritten(text)
     if "--check" in argv:

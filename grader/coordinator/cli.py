@@ -173,7 +173,7 @@ def _lms_grade_options(p: argparse.ArgumentParser) -> None:
         choices=["skip", "blank", "zero", "empty"],
         default="skip",
         help="with --lms: a student who submitted nothing: skip (default: the cell is left as "
-        "the gradebook has it, empty in a new file), blank, or zero",
+        "the gradebook has it, empty in a new file), blank, or zero (empty: the same as blank)",
     )
     p.add_argument(
         "--allow-ungraded",

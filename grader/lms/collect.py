@@ -1,4 +1,4 @@
-"""``course collect ASSIGNMENT ZIP --lms NAME``: an LMS download into ``submitted/``.
+"""``course collect``: an LMS download (``--lms canvas``, or another LMS) into ``submitted/``.
 
 The archive is checked and extracted with nbgrader's ``ExtractorPlugin`` into nbgrader's
 zip_collect layout (``downloaded/ASSIGNMENT/archive`` and ``.../extracted``); each file's name

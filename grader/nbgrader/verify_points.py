@@ -53,6 +53,7 @@ class VerifyPoints(NbGraderPreprocessor):
         event = finish_notebook(
             info["db_url"], root, assignment, student, name, nb,
             verdict=checked, over=over, stopped=bool(stopped), note=stopped,
+            notes=course.get("processes", []),  # the processes its cells left (processes.py)
         )  # fmt: skip
         report.update(root, [event])
         return nb, resources

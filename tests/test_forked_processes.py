@@ -25,11 +25,11 @@ import pytest
 
 from grader.coordinator import demo, pipeline
 from grader.coordinator.submission import solution_cells
+from grader.nbgrader import processes
+from grader.nbgrader.kernels import IsolatedKernelManager
 from grader.shared import report
 from tests.conftest import make_course_copy
 from tests.test_plain_nbgrader import nbgrader
-
-pytestmark = pytest.mark.slow
 
 ASSIGNMENT, NOTEBOOK = "c_params", "counting_parameters"
 LIMIT = 64  # processes and threads of one kernel (c.Limits.processes)
@@ -110,6 +110,7 @@ def started(root: Path) -> str:
     return "".join(o.get("text", "") for o in cell.outputs)
 
 
+@pytest.mark.slow
 def test_the_forker_keeps_every_point_its_functions_earn(graded: dict[str, dict]) -> None:
     forker, reference = graded["forker"], graded["reference"]
     assert "started" in forker["printed"], forker["printed"]
@@ -117,11 +118,52 @@ def test_the_forker_keeps_every_point_its_functions_earn(graded: dict[str, dict]
     assert forker["points"] == reference["points"], forker
 
 
+@pytest.mark.slow
 def test_the_report_says_the_cell_reached_the_limit(graded: dict[str, dict]) -> None:
     detail = graded["forker"]["detail"]
     assert "embedding_solution" in detail and f"limit of {LIMIT}" in detail, detail
     assert graded["reference"]["detail"] == "", graded["reference"]
 
 
+@pytest.mark.slow
 def test_no_sleeper_is_left(graded: dict[str, dict]) -> None:
     assert sleepers() == []
+
+
+def test_the_hooks_line_is_read_back_for_the_report() -> None:
+    """What the kernel's hook writes in a cell, found among the cell's other output, and the
+    report's words made from it (at the limit, and below it)."""
+    line = f"{processes.MARK}499 processes that this cell left running, which had reached the "
+    line += "limit of 512 processes and threads]\n"
+    assert processes.read_line(f"started 499\n{line}") == (499, 512)
+    below = f"{processes.MARK}3 processes that this cell left running]\n"
+    assert processes.read_line(below) == (3, 0)
+    assert processes.read_line("started 3\n") is None
+    assert "reached the limit of 512" in processes.note("embedding_solution", 499, 512)
+    assert "limit" not in processes.note("embedding_solution", 3, 0)
+
+
+def test_an_unsandboxed_kernel_gets_no_hook() -> None:
+    """Outside a PID namespace of its own, every process of the machine would be a stranger to the
+    hook: the grader does not set it (--unsafe-no-sandbox), nor does the kernel (its pid is not one
+    of a fresh namespace's first)."""
+
+    class Client:
+        km = IsolatedKernelManager()
+        kc = None  # an attempt to set the hook would fail on it
+
+    processes.watch(Client())  # type: ignore[arg-type]
+    registered: list[str] = []
+
+    class Events:
+        def register(self, event: str, function: object) -> None:
+            registered.append(event)
+
+    shell = type("Shell", (), {"events": Events()})()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("IPython.get_ipython", lambda: shell)
+        exec(processes.hook_code(), {})  # here, pid > FIRST_PIDS: registers nothing (runs nothing)
+        assert registered == []
+        patch.setattr(processes, "FIRST_PIDS", 2**22 + 1)  # above any pid: the hook is set
+        exec(processes.hook_code(), {})
+    assert registered == ["post_run_cell"]

@@ -8,16 +8,16 @@ history thread at each ``os.fork`` and starts it again in the next cell, which f
 start new thread", and a correct function lost its visible test.
 
 So before the first cell of the notebook, :func:`watch` gives the kernel an IPython
-``post_run_cell`` hook (:data:`HOOK`), which runs after every cell that the kernel runs, graded or
-not, the observation's included, whether the cell passed, failed or was interrupted. The processes
-of the kernel's own PID namespace at that moment are the kernel's (the kernel, its sandbox's first
-process) and are kept; any other one there after a cell is the submission's: it is killed (SIGKILL,
-again until none is left), and the kernel reaps those that are its children. The kernel's threads
-and the grader's processes are not touched (the grader is not in the namespace). The hook starts no
-thread and no Python fork; before killing, it asks once whether the limit was reached, by
-``posix_spawn`` of ``true`` (which fails there). It then says in the cell what it ended (a line
-that starts with :data:`MARK`), which the grader reads back (:func:`read_line`) for the report's
-line (:func:`note`).
+``post_run_cell`` hook (:func:`hook_code`), which runs after every cell that the kernel runs,
+graded or not, the observation's included, whether the cell passed, failed or was interrupted. The
+processes of the kernel's own PID namespace when the hook is set are the kernel's (the kernel, its
+sandbox's first process) and are kept; any other one there after a cell is the submission's: it
+is killed (SIGKILL, again until none is left), and the kernel reaps those that are its children.
+The kernel's threads and the grader's processes are not touched (the grader is not in the
+namespace). The hook starts no thread and no Python fork; before killing, it asks once whether
+the limit was reached, by ``posix_spawn`` of ``true`` (which fails there). It then says in the
+cell what it ended (a line that starts with :data:`MARK`), which the grader reads back
+(:func:`read_line`) for the report's line (:func:`note`).
 
 The hook runs inside the student's kernel: a submission that removes it or breaks what it calls
 keeps its own processes, and costs only its own later cells (its kernel's cgroup or rlimit still
@@ -41,7 +41,7 @@ FIRST_PIDS = 50
 
 # Run in the kernel, in a namespace of its own (the student's gets no name); what it calls is bound
 # once, here, so that a cell replacing os.kill later does not change the hook.
-HOOK = '''exec(compile(r"""
+TEMPLATE = '''exec(compile(r"""
 import os, resource, signal, sys, time
 from IPython import get_ipython
 
@@ -114,7 +114,14 @@ if os.getpid() < FIRST_PIDS:
     get_ipython().events.register("post_run_cell", _hook())
 """, "<the grader's hook: the processes a cell leaves running are ended>", "exec"),
 {"MARK": __MARK__, "FIRST_PIDS": __FIRST_PIDS__})
-'''.replace("__MARK__", repr(MARK)).replace("__FIRST_PIDS__", str(FIRST_PIDS))
+'''
+
+
+def hook_code() -> str:
+    """The code that sets the hook in a kernel (:data:`TEMPLATE`, with :data:`MARK` and
+    :data:`FIRST_PIDS`)."""
+    return TEMPLATE.replace("__MARK__", repr(MARK)).replace("__FIRST_PIDS__", str(FIRST_PIDS))
+
 
 LINE = re.compile(
     re.escape(MARK) + r"(\d+) processes that this cell left running"
@@ -128,7 +135,7 @@ def watch(client: NotebookClient) -> None:
     kernel that refuses it is graded without it (logged)."""
     if not isinstance(client.km, SandboxedKernelManager):  # --unsafe-no-sandbox
         return
-    reply = client.wait_for_reply(client.kc.execute(HOOK, silent=True, store_history=False))
+    reply = client.wait_for_reply(client.kc.execute(hook_code(), silent=True, store_history=False))
     content = (reply or {}).get("content", {})
     if content.get("status") != "ok":
         client.log.warning(

@@ -26,6 +26,7 @@ from nbgrader.preprocessors import Execute
 from traitlets import Float, Integer
 
 from course import contract
+from grader.nbgrader import processes
 from grader.nbgrader.observation import KernelObservation
 from grader.shared import limits, verification
 from grader.shared.kernel_check import check_course_importable
@@ -121,6 +122,7 @@ class ExecuteKeepingPoints(Execute):
     _observation: KernelObservation
     _kept: dict[int, int]  # cell index -> characters of output shown (since its last clear)
     _cut: set[int]  # cells whose output was cut
+    _graded: NotebookNode | None = None  # the notebook graded (the observation runs others)
 
     def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int) -> tuple:
         if cell.cell_type == "code":
@@ -165,6 +167,7 @@ class ExecuteKeepingPoints(Execute):
         # nbconvert's ExecutePreprocessor.preprocess, with the observation before the kernel stops
         # and the dead kernel handled.
         NotebookClient.__init__(self, nb, km)
+        self._graded = self.nb  # not a scratch notebook the observation runs aside
         self.reset_execution_trackers()
         self._check_assign_resources(resources)
         self._set_limits(resources)
@@ -181,6 +184,7 @@ class ExecuteKeepingPoints(Execute):
                 check_course_importable(
                     self, str(resources.get("nbgrader", {}).get("assignment", ""))
                 )
+                processes.watch(self)  # what a cell leaves running is ended after it
                 spent = False  # a cell was cut short by the deadline
                 for index, cell in enumerate(self.nb.cells):
                     if cell.cell_type == "code" and (spent or time.time() >= self._cells_until):
@@ -294,6 +298,8 @@ class ExecuteKeepingPoints(Execute):
         process's memory. Beyond it a stream keeps its beginning, other outputs are left out (one
         that a later update names keeps its place, emptied), an error is kept; what goes to an
         Output widget counts too, and is left out beyond it."""
+        if msg["msg_type"] == "stream" and self.nb is self._graded:
+            self._processes_ended(msg["content"].get("text", ""), cell_index)
         limit = self.cell_output_kb * 1024
         if self.output_hook_stack[msg["parent_header"].get("msg_id")]:  # to an Output widget
             self._kept[cell_index] = self._kept.get(cell_index, 0) + len(str(msg["content"]))
@@ -329,6 +335,17 @@ class ExecuteKeepingPoints(Execute):
         cell = self.nb.cells[cell_index].get("metadata", {}).get("nbgrader", {})
         name = cell.get("grade_id") or f"number {cell_index + 1}"
         self._note("cut", f"cell {name} showed more than {self.cell_output_kb} KB: cut")
+
+    def _processes_ended(self, text: str, cell_index: int) -> None:
+        """The kernel's hook said in this cell's output that it ended processes the cell left
+        running (grader/nbgrader/processes.py): a note for the report, on every path."""
+        found = processes.read_line(text)
+        if not found:
+            return
+        cell = self.nb.cells[cell_index].get("metadata", {}).get("nbgrader", {})
+        note = processes.note(cell.get("grade_id") or f"number {cell_index + 1}", *found)
+        self.resources.setdefault("course", {}).setdefault("processes", []).append(note)
+        self._note("processes", note)
 
     def _note(self, kind: str, note: str) -> None:
         """A note for the grading report (:class:`Notes`), logged too."""

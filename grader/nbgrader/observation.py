@@ -32,6 +32,7 @@ from nbgrader import utils
 from nbgrader.preprocessors import Execute
 
 from course import contract
+from grader.nbgrader import processes
 
 OBSERVATION_DIED = (
     "the kernel died while the trusted check observed {}: that test counts as failed, the others "
@@ -115,6 +116,7 @@ class KernelObservation:
             start = time.monotonic()
             try:
                 with client.setup_kernel():
+                    processes.watch(client)
                     self.run_aside(code)
                     if self.in_this_kernel():
                         return

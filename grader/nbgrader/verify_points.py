@@ -50,9 +50,11 @@ class VerifyPoints(NbGraderPreprocessor):
         # neither counts them nor removes them before they are read.
         over = quota.enforce(folder, disk_mb, [f"{name}.ipynb"])
         stopped = course.get("stopped", "")  # this notebook's run (execute_keeping_points.py)
+        # then the processes its cells left running, as the `course` path's notes order them
+        note = "; ".join(n for n in [stopped, *course.get("processes", [])] if n)
         event = finish_notebook(
             info["db_url"], root, assignment, student, name, nb,
-            verdict=checked, over=over, stopped=bool(stopped), note=stopped,
+            verdict=checked, over=over, stopped=bool(stopped), note=note,
         )  # fmt: skip
         report.update(root, [event])
         return nb, resources

@@ -1,6 +1,7 @@
 """The notes file of one ``nbgrader autograde`` run: what the course's preprocessors did (copies
-removed, cells stopped, kernels that died, outputs cut), written in nbgrader's process and read by
-the coordinator for the report (``--Notes.path``, :mod:`grader.coordinator.nbgrader_run`)."""
+removed, cells stopped, kernels that died, outputs cut, processes ended), written in nbgrader's
+process and read by the coordinator for the report (``--Notes.path``,
+:mod:`grader.coordinator.nbgrader_run`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pathlib import Path
 from traitlets import Unicode
 from traitlets.config import Configurable
 
-KINDS = ("removed", "stopped", "died", "cut")  # the kinds of notes, in the report's order
+# The kinds of notes, in the report's order
+KINDS = ("removed", "stopped", "died", "cut", "processes")
 
 
 class Notes(Configurable):
@@ -32,7 +34,7 @@ class Notes(Configurable):
 
 def read_notes(path: Path) -> list[str]:
     """The notes at ``path`` for the report: the removed copies (each once), then the cells stopped,
-    the kernels that died and the outputs cut (empty without a file)."""
+    the kernels that died, the outputs cut and the processes ended (empty without a file)."""
     notes = json.loads(path.read_text()) if path.is_file() else {}
     removed = list(dict.fromkeys(notes.get("removed", [])))
     return removed + [n for kind in KINDS[1:] for n in notes.get(kind, [])]

@@ -26,6 +26,11 @@ MESSAGE_CHARS = 2000  # a failed check's message in the judge's reply, at most
 # The mistake keys of failures that no check of the course named: the student's code raised,
 # a plain assertion, observations of the wrong kind.
 RAISED, UNNAMED, BROKEN = "raised", "unnamed", "broken"
+# The start of the mistake key of a check that decides from random draws (frequencies against a
+# distribution): its failure is evidence, not proof, so a kernel that passed it and a judge that
+# failed it disagree on chance, not on the code, and the grader asks for a review instead of
+# flagging the notebook.
+STATISTICAL = "statistical:"
 LOG_EVENTS = ("start", "error", "interrupted")  # what a log line says of an item
 
 

@@ -267,6 +267,26 @@ FOUND_LEAKS = [
         "In an LSTM trained to predict the next character of 82 million Amazon reviews, Radford "
         "et al. (2017) found a single unit that tracks the sentiment of the review.",
     ),
+    # The sixth read (issue 71): H's lecture on pre-norm gave half of question 1's rubric, and
+    # F's text above question 9 gave the synthesizer's blindness and its expected score.
+    (
+        "h_own_gpt",
+        "q_prenorm",
+        "GPT-2 and nearly every model since normalise before each branch and leave the residual "
+        "stream itself alone (pre-norm).",
+    ),
+    (
+        "f_attention_exploration",
+        "q_synthesizer",
+        "Column s of w2 is a learned vector that stands for position s; no term of the sum reads "
+        "the token at position s.",
+    ),
+    (
+        "f_attention_exploration",
+        "q_synthesizer",
+        "A model that always answered one of the sequence's 8 values at random would be right 1 "
+        "time in 8, 12.5 %.",
+    ),
 ]
 
 
@@ -279,3 +299,45 @@ def test_a_leak_found_by_a_read_would_be_caught(assignment: str, grade_id: str, 
     nb.cells.insert(question.question, nbformat.v4.new_markdown_cell(leak))
     problems = [p for p in answered_before_asked(nb) if p.startswith(grade_id)]
     assert problems, f"{grade_id}: the old leak {leak!r} is no longer caught"
+
+
+PREDICT = re.compile(r"before you run", re.IGNORECASE)
+
+
+def predictions_answered_after_a_run(nb: nbformat.NotebookNode) -> list[str]:
+    """A question that asks for a prediction "before you run" a cell must have its answer cell
+    before that cell: a run between the question and the answer gives the answer away, and the
+    prediction could not be graded."""
+    problems = []
+    for question in written_questions(nb):
+        if not PREDICT.search(visible(nb.cells[question.question])):
+            continue
+        runs = [
+            i
+            for i in range(question.question + 1, question.answer)
+            if nb.cells[i].cell_type == "code"
+        ]
+        if runs:
+            problems.append(
+                f"{question.grade_id} (asked in cell {question.question}) asks for a prediction, "
+                f"but code cell {runs[0]} runs before its answer cell {question.answer}"
+            )
+    return problems
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=[p.parent.name for p in SOURCES])
+def test_a_prediction_is_answered_before_the_run(path: Path) -> None:
+    problems = predictions_answered_after_a_run(nbformat.read(path, as_version=4))
+    assert not problems, f"{path.relative_to(REPO)}:\n" + "\n".join(problems)
+
+
+def test_a_run_between_a_prediction_and_its_answer_is_found() -> None:
+    """F's question 9 with the recall run put back between the question and its answer."""
+    (path,) = (p for p in SOURCES if p.parent.name == "f_attention_exploration")
+    nb = nbformat.read(path, as_version=4)
+    (question,) = (q for q in written_questions(nb) if q.grade_id == "q_synthesizer")
+    assert predictions_answered_after_a_run(nb) == []
+    run = next(i for i in range(question.answer, len(nb.cells)) if nb.cells[i].cell_type == "code")
+    nb.cells.insert(question.answer, nb.cells.pop(run))
+    (problem,) = predictions_answered_after_a_run(nb)
+    assert problem.startswith("q_synthesizer") and f"code cell {question.answer}" in problem

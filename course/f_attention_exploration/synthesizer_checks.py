@@ -35,8 +35,9 @@ NOT_SLICED = (
     "tril[:, :, :T, :T]."
 )
 W2_PER_HEAD = (
-    "one w2 serves every head (shape (D/H, block_size), as in CS224N's dense synthesizer): "
-    "each head multiplies its own D/H features of relu(w1(x)) by the same w2."
+    "one w2 serves every head, of shape (D/H, block_size) (CS224N's dense synthesizer also has "
+    "one, block_size - 1 wide because its inputs are at most block_size - 1 long): each head "
+    "multiplies its own D/H features of relu(w1(x)) by the same w2."
 )
 # key (the judge's and the hidden cell's name for a computation) -> message.
 SYNTHESIZER_MISTAKES = {

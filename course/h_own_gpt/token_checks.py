@@ -1,10 +1,16 @@
 """Checks for assignment H's tokens: sampling the next token, and byte-pair merges.
 
-``sample_next`` draws at random, so its checks never compare draws with a reference's draws:
-they draw many times from one row of logits and compare the frequencies with the distribution
-that the contract defines (the caller passes a function that computes it, and what each known
-mistake gives instead), and they check the support (no token outside the kept set, every kept
-token of some weight drawn). ``bpe_merges`` is deterministic: its merges are compared with the
+``sample_next`` draws at random, so its checks never compare draws with a reference's draws.
+The contract has it draw with ``torch.multinomial``: the observation records the probabilities
+it was given and what it returned, and when the draws are that call's output, the probabilities
+are compared with the distribution that the contract defines (the caller passes a function that
+computes it, and what each known mistake gives instead), exactly, whatever the random stream.
+Otherwise (a sampler that draws another way, or maps the ids it drew), the checks draw many
+times from one row of logits and compare the frequencies with that distribution, and check the
+support (no token outside the kept set); such a failure is statistical (its mistake key starts
+with :data:`course.contract.STATISTICAL`). The observation runs in a state of its own: the
+global generator forked, autocast off, float32 by default, whatever the notebook's cells left.
+``bpe_merges`` is deterministic: its merges are compared with the
 caller's reference, or, in the visible cell, with a worked example.
 
 The messages naming the mistakes are in :mod:`course.h_own_gpt.recipe_checks`.
@@ -13,13 +19,15 @@ The messages naming the mistakes are in :mod:`course.h_own_gpt.recipe_checks`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
 
+from course import contract
 from course.h_own_gpt import recipe_checks as named
 from course.probing import returned
-from course.testcells import check, expected_got, fail
+from course.testcells import check, expected_got, fail, mistake_key
 
 DRAWS = 4000  # rows per call: each case's frequencies come from this many draws
 
@@ -113,19 +121,69 @@ def sample_cases(seed: int) -> list[dict]:
     return cases
 
 
+@contextmanager
+def _own_state() -> Iterator[None]:
+    """The observation's state: the global generator forked (given back as it was), autocast
+    off, float32 by default, gradients off, whatever the notebook's cells left."""
+    dtype = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    try:
+        with torch.random.fork_rng(devices=[]), torch.autocast("cpu", enabled=False):
+            with torch.no_grad():
+                yield
+    finally:
+        torch.set_default_dtype(dtype)
+
+
+@contextmanager
+def _recorded_multinomial(calls: list[dict]) -> Iterator[None]:
+    """``torch.multinomial`` (and the method) as they are, each call's input and output kept."""
+    function, method = torch.multinomial, torch.Tensor.multinomial
+
+    def recording(input: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+        out = function(input, *args, **kwargs)
+        calls.append({"input": input.detach().clone(), "out": out.detach().clone()})
+        return out
+
+    torch.multinomial, torch.Tensor.multinomial = recording, recording
+    try:
+        yield
+    finally:
+        torch.multinomial, torch.Tensor.multinomial = function, method
+
+
+def _drawn_from(calls: list[dict]) -> dict:
+    """What one call of torch.multinomial on equal rows drew from: its first row, normalised,
+    and what it returned (nothing when it was not called once on rows all alike)."""
+    if len(calls) != 1:
+        return {}
+    weights, out = calls[0]["input"], calls[0]["out"]
+    if weights.dim() != 2 or not bool((weights == weights[:1]).all()):
+        return {}
+    first = weights[0].double()
+    return {"drawn_from": first / first.sum(), "multinomial": out}
+
+
 def observe_sampling(sample_next: Callable, case: dict) -> dict:
-    """DRAWS draws from the case's row, again with a fresh generator, and the global RNG."""
+    """DRAWS draws from the case's row, again with a fresh generator, and the global RNG; the
+    probabilities given to torch.multinomial and what it returned."""
     rows = case["logits"].expand(DRAWS, -1).clone()
     args = (case["temperature"], case["top_k"], case["top_p"])
-    before = torch.get_rng_state()
-    first = sample_next(rows, *args, generator=torch.Generator().manual_seed(case["seed"]))
-    untouched = bool(torch.equal(before, torch.get_rng_state()))
-    again = sample_next(rows.clone(), *args, generator=torch.Generator().manual_seed(case["seed"]))
+    calls: list[dict] = []
+    with _own_state():
+        before = torch.get_rng_state()
+        with _recorded_multinomial(calls):
+            first = sample_next(rows, *args, generator=torch.Generator().manual_seed(case["seed"]))
+        untouched = bool(torch.equal(before, torch.get_rng_state()))
+        again = sample_next(
+            rows.clone(), *args, generator=torch.Generator().manual_seed(case["seed"])
+        )
     return {
         "draws": first,
         "again": again,
         "untouched": untouched,
         "rows": bool(torch.equal(rows, case["logits"].expand(DRAWS, -1))),
+        **_drawn_from(calls),
     }
 
 
@@ -143,6 +201,75 @@ def _fits(counts: torch.Tensor, probs: torch.Tensor) -> bool:
     frequencies = counts / counts.sum()
     spread = 5 * torch.sqrt(probs * (1 - probs) / counts.sum()) + 2e-3
     return bool(((frequencies - probs).abs() <= spread).all())
+
+
+def _drew_by_multinomial(got: dict, draws: torch.Tensor, vocab: int) -> bool:
+    """Whether the draws are the output of the one torch.multinomial call the observation
+    recorded, on probabilities over the case's tokens."""
+    drawn_from, out = got.get("drawn_from"), got.get("multinomial")
+    return (
+        isinstance(drawn_from, torch.Tensor)
+        and tuple(drawn_from.shape) == (vocab,)
+        and bool(torch.isfinite(drawn_from).all())
+        and isinstance(out, torch.Tensor)
+        and out.numel() == DRAWS
+        and torch.equal(out.reshape(-1).long(), draws)
+    )
+
+
+def _close(got: torch.Tensor, expected: torch.Tensor) -> bool:
+    return bool(((got - expected).abs() <= 1e-5 + 1e-4 * expected).all())
+
+
+def _judge_drawn_from(
+    drawn_from: torch.Tensor, probs: torch.Tensor, mistakes: dict[str, list[float]], name: str
+) -> None:
+    """The probabilities given to torch.multinomial against the contract's (and the mistakes')."""
+    drawn_from = drawn_from.double()
+    if _close(drawn_from, probs):
+        return
+    for mistake, wrong in mistakes.items():
+        if _close(drawn_from, torch.tensor(wrong, dtype=torch.float64)):
+            fail(f"{name}: {getattr(named, mistake)}")
+    fail(
+        expected_got(
+            f"{name}: the probabilities given to torch.multinomial are not the filtered "
+            "distribution.",
+            [round(p, 4) for p in probs.tolist()],
+            [round(p, 4) for p in drawn_from.tolist()],
+        )
+    )
+
+
+def _judge_frequencies(
+    counts: torch.Tensor, probs: torch.Tensor, mistakes: dict[str, list[float]], name: str
+) -> None:
+    """The frequencies of the draws against the contract's distribution (and the mistakes'):
+    what decides when the draws are not one torch.multinomial's output. Its failures are
+    statistical (their keys start with :data:`course.contract.STATISTICAL`), a token drawn that
+    no filter keeps excepted."""
+    if _fits(counts, probs):
+        return
+    outside = sorted(set(torch.nonzero(counts * (probs == 0)).flatten().tolist()))
+    for mistake, wrong in mistakes.items():
+        if _fits(counts, torch.tensor(wrong, dtype=torch.float64)):
+            fail(f"{name}: {getattr(named, mistake)}", _statistical(outside))
+    if outside:
+        fail(f"{name} drew tokens {outside}, which the filters should have removed.")
+    fail(
+        expected_got(
+            f"{name}: the frequencies of {DRAWS} draws do not follow the distribution.",
+            [round(p, 3) for p in probs.tolist()],
+            [round(f, 3) for f in (counts / counts.sum()).tolist()],
+        ),
+        _statistical(outside),
+    )
+
+
+def _statistical(outside: list[int]) -> str | None:
+    """The key of a failure decided by frequencies (None, the usual key: one decided by a token
+    that should never be drawn)."""
+    return None if outside else contract.STATISTICAL + mistake_key(2)
 
 
 def judge_sampling(
@@ -169,22 +296,11 @@ def judge_sampling(
     check(
         bool(((draws >= 0) & (draws < vocab)).all()), f"{name} returned ids outside 0..{vocab - 1}."
     )
-    counts = torch.bincount(draws, minlength=vocab).double()
     probs = torch.tensor(probabilities, dtype=torch.float64)
-    if not _fits(counts, probs):
-        for mistake, wrong in mistakes.items():
-            if _fits(counts, torch.tensor(wrong, dtype=torch.float64)):
-                fail(f"{name}: {getattr(named, mistake)}")
-        outside = sorted(set(torch.nonzero(counts * (probs == 0)).flatten().tolist()))
-        if outside:
-            fail(f"{name} drew tokens {outside}, which the filters should have removed.")
-        fail(
-            expected_got(
-                f"{name}: the frequencies of {DRAWS} draws do not follow the distribution.",
-                [round(p, 3) for p in probs.tolist()],
-                [round(f, 3) for f in (counts / counts.sum()).tolist()],
-            )
-        )
+    if _drew_by_multinomial(got, draws, vocab):
+        _judge_drawn_from(got["drawn_from"], probs, mistakes, name)
+    else:
+        _judge_frequencies(torch.bincount(draws, minlength=vocab).double(), probs, mistakes, name)
     again = got["again"]
     check(
         isinstance(again, torch.Tensor) and torch.equal(again, draws) and got["untouched"],

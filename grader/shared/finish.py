@@ -6,8 +6,8 @@ autograde``, formgrader's Autograde button: :class:`grader.nbgrader.verify_point
 inside nbgrader's process). Both call :func:`finish_notebook`, which holds the rule itself: the
 tampering scan of the code that ran, the points the scan and the trusted judge's verdict let stand
 (:func:`grader.shared.verification.settle`, written to the gradebook), and the report's line (its
-status: flagged, else timed out, else over quota, else graded; its detail: the reasons, then the
-run's note, the quota's words and the other notes, each left out when empty).
+status: flagged, else for review, else timed out, else over quota, else graded; its detail: the
+reasons, then the run's note, the quota's words and the other notes, each left out when empty).
 
 What differs between the paths is in the arguments, not here:
 
@@ -45,6 +45,9 @@ from grader.shared.report import Event
 TIMED_OUT = "timed out"
 GRADED = "graded"
 FLAGGED = "flagged"
+# The kernel's and the judge's checks disagree on a statistical check only: points kept, an
+# instructor asked to look (grader.shared.verification.REVIEW).
+FOR_REVIEW = "for review"
 
 
 def finish_notebook(
@@ -81,10 +84,13 @@ def finish_notebook(
 
 
 def status_of(reasons: Sequence[str], stopped: bool, over: str) -> str:
-    """The report's status of a graded notebook: flagged (``reasons``) beats timed out (``stopped``)
-    beats over quota (``over``) beats graded."""
-    if reasons:
+    """The report's status of a graded notebook: flagged (``reasons``) beats for review (reasons
+    that all ask for a review) beats timed out (``stopped``) beats over quota (``over``) beats
+    graded."""
+    if any(not reason.startswith(verification.REVIEW) for reason in reasons):
         return FLAGGED
+    if reasons:
+        return FOR_REVIEW
     if stopped:
         return TIMED_OUT
     return quota.STATUS if over else GRADED

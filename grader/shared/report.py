@@ -1,11 +1,13 @@
 """The grading report: one line per student and notebook saying what happened.
 
 ``grading_report.csv`` in the course folder keeps the latest line of every (assignment, student,
-notebook): graded, flagged (tampering; no points), timed out (a cell ran past the time limit and
-ignored the interrupt, or the submission's time was spent: graded with the points of the cells
-before it), over quota (graded; files over the disk quota removed), not graded (the run failed or
-passed a limit; earlier scores are kept), missing notebook, or ignored (a notebook that is not part
-of the assignment). ``course grades`` prints the lines that are not plain "graded".
+notebook): graded, flagged (tampering; no points), for review (the kernel's check and the judge's
+disagree on random draws only: points kept, each such cell needing a manual grade), timed out (a
+cell ran past the time limit and ignored the interrupt, or the submission's time was spent:
+graded with the points of the cells before it), over quota (graded; files over the disk quota
+removed), not graded (the run failed or passed a limit; earlier scores are kept), missing
+notebook, or ignored (a notebook that is not part of the assignment). ``course grades`` prints
+the lines that are not plain "graded".
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ class Event:
     assignment: str
     student: str
     notebook: str
-    status: str  # graded, flagged, timed out, over quota, not graded, missing notebook, ignored
+    # graded, flagged, for review, timed out, over quota, not graded, missing notebook, ignored
+    status: str
     points: float | None
     max_points: float | None
     detail: str = ""

@@ -195,18 +195,29 @@ def judge_notebooks(
     return verifications
 
 
+# The start of a reason that asks an instructor to look, not a flag: the kernel's check and the
+# judge's disagree on a check decided by random draws (course.contract.STATISTICAL).
+REVIEW = "not graded, for review:"
+
+
 def apply_verdicts(row: SubmittedNotebook, verification: Verification) -> list[str]:
     """The judge's verdicts stand: every test cell of the gradebook's ``row`` (a submitted notebook)
-    whose points they do not uphold earns nothing and the notebook is flagged. Returns why, one
-    reason per overruled cell (empty: the notebook keeps its points)."""
+    whose points they do not uphold earns nothing and the notebook is flagged; a cell they fail on a
+    statistical check only (:func:`for_review`) keeps its points as needing a manual grade. Returns
+    why, one reason per such cell (empty: the notebook keeps its points)."""
     scores = {grade.name: grade.auto_score for grade in row.grades}
     overruled = disagreements(verification, scores)
+    review = for_review(verification, scores)
     if overruled:
         row.flagged = True
-        for grade in row.grades:
-            if grade.name in overruled:
-                grade.auto_score = 0.0
-    return [f"{cell} {reason}" for cell, reason in overruled.items()]
+    for grade in row.grades:
+        if grade.name in overruled:
+            grade.auto_score = 0.0
+        if grade.name in review:
+            grade.needs_manual_grade = True
+    return [f"{cell} {reason}" for cell, reason in overruled.items()] + [
+        f"{REVIEW} {cell} {reason}" for cell, reason in review.items()
+    ]
 
 
 def disagreements(verification: Verification, scores: dict[str, float]) -> dict[str, str]:
@@ -220,9 +231,32 @@ def disagreements(verification: Verification, scores: dict[str, float]) -> dict[
     found = {}
     for cell in earned:
         reason = verification.verdicts.get(cell)
-        if reason:  # None: passes; absent: not an autograded test the judge knows
+        # None: passes; absent: not an autograded test the judge knows; a statistical check's
+        # failure asks for a review (for_review)
+        if reason and not _statistical(verification, cell):
             found[cell] = f"passed in the notebook but fails the trusted check: {reason}"
     return found
+
+
+def for_review(verification: Verification, scores: dict[str, float]) -> dict[str, str]:
+    """Test cells that earned points in the kernel and fail in the judge on a check decided by
+    random draws (the mistake's key starts with :data:`course.contract.STATISTICAL`): chance can
+    part the two, so an instructor decides; with the reason."""
+    if verification.refused:
+        return {}
+    return {
+        cell: f"passed in the notebook, the trusted check's draws disagree: {reason}"
+        for cell, points in sorted(scores.items())
+        if points
+        and points > 0
+        and (reason := verification.verdicts.get(cell))
+        and _statistical(verification, cell)
+    }
+
+
+def _statistical(verification: Verification, cell: str) -> bool:
+    key = str(verification.mistakes.get(cell, {}).get("key", ""))
+    return key.startswith(contract.STATISTICAL)
 
 
 def settle(
@@ -230,9 +264,10 @@ def settle(
 ) -> list[str]:
     """What one graded notebook (the gradebook's ``row``) keeps: nothing when the tampering scan
     found reasons (every grade zeroed, flagged), else the points the judge's verdicts uphold
-    (:func:`apply_verdicts`; ``verification`` None: not verified). Returns the reasons to flag it
-    (empty: it keeps its points). The one rule of every path that grades (`course autograde`, plain
-    `nbgrader autograde`, formgrader's button)."""
+    (:func:`apply_verdicts`; ``verification`` None: not verified). Returns the reasons to flag it,
+    or, those that start with :data:`REVIEW`, to review it (empty: it keeps its points). The one
+    rule of every path that grades (`course autograde`, plain `nbgrader autograde`, formgrader's
+    button)."""
     if tampering:
         zero(row)
         return tampering

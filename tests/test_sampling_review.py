@@ -1,0 +1,167 @@
+"""H's ``sample_next`` judged without chance where it can be, and chance never read as tampering.
+
+A correct sampler once failed the trusted check of a graded notebook, which passed it in the
+kernel: its 4,000 draws of one case looked like a sampler that drops top-p's crossing token, and
+the notebook was flagged. The observation now records what the sampler gave ``torch.multinomial``
+(the contract's way to draw), so a sampler that draws that way is judged on its probabilities,
+whatever the random stream drew; the observation runs in a state of its own (the global
+generator, the default dtype, autocast); and a disagreement between the kernel's check and the
+judge's on frequencies (a sampler that draws another way) asks for a review instead of a flag.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from course import contract
+from course.h_own_gpt import recipe_checks, token_checks
+from grader.shared import finish, verification
+from judge import h_own_gpt as judge
+from tests.test_own_gpt import reference
+
+CASES = token_checks.sample_cases(2024)
+
+
+def reference_sampler():
+    return reference()["sample_next"]
+
+
+def sorted_sampler(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    """A correct sampler of another style: it draws among the sorted tokens, then maps back."""
+    probs = torch.softmax(logits / temperature, dim=-1)
+    values, order = torch.sort(probs, dim=-1, descending=True)
+    if top_k is not None:
+        values = values.masked_fill(values < values[:, top_k - 1 : top_k], 0.0)
+    if top_p is not None:
+        values = values / values.sum(-1, keepdim=True)
+        values = values.masked_fill(torch.cumsum(values, -1) - values >= top_p, 0.0)
+    picked = torch.multinomial(values, 1, generator=generator)
+    return order.gather(-1, picked).squeeze(-1)
+
+
+def crossing_dropped(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    """A wrong sampler, drawing by itself (no torch.multinomial): top-p drops its crossing token."""
+    first = judge.distribution(logits[0], temperature, top_k, top_p, "CROSSING_DROPPED")
+    cumulative = torch.tensor(first).cumsum(0)
+    u = torch.rand(len(logits), generator=generator, dtype=torch.float64)
+    return torch.searchsorted(cumulative, u).clamp(max=len(first) - 1)
+
+
+def judged(sampler, case: dict) -> None:
+    args = (case["logits"], case["temperature"], case["top_k"], case["top_p"])
+    wrong = {m: judge.distribution(*args, mistake=m) for m in token_checks.SAMPLE_MISTAKES}
+    got = token_checks.observe_sampling(sampler, case)
+    token_checks.judge_sampling(got, case, judge.distribution(*args), wrong)
+
+
+def test_the_reference_is_judged_on_the_probabilities_it_draws_from() -> None:
+    sampler = reference_sampler()
+    for case in CASES:
+        got = token_checks.observe_sampling(sampler, case)
+        assert torch.equal(got["multinomial"].reshape(-1), got["draws"])
+        judged(sampler, case)
+
+
+def test_the_verdict_does_not_hang_on_the_stream_when_the_probabilities_are_known() -> None:
+    """The flake's case: draws that never hit top-p's crossing token (as a rare stream could give),
+    from the right probabilities: the verdict follows the probabilities."""
+    case = next(c for c in CASES if c["top_p"] is not None and c["top_k"] is not None)
+    got = token_checks.observe_sampling(reference_sampler(), case)
+    args = (case["logits"], case["temperature"], case["top_k"], case["top_p"])
+    probs = torch.tensor(judge.distribution(*args))
+    crossing = torch.tensor(judge.distribution(*args, mistake="CROSSING_DROPPED"))
+    (dropped,) = torch.nonzero((probs > 0) & (crossing == 0)).flatten().tolist()
+    kept = torch.nonzero(crossing > 0).flatten()
+    unlucky = kept[torch.arange(token_checks.DRAWS) % len(kept)]  # never the crossing token
+    got |= {"draws": unlucky, "again": unlucky, "multinomial": unlucky[:, None]}
+    assert dropped not in unlucky.tolist()
+    wrong = {m: judge.distribution(*args, mistake=m) for m in token_checks.SAMPLE_MISTAKES}
+    token_checks.judge_sampling(got, case, probs.tolist(), wrong)  # passes
+    got["drawn_from"] = crossing  # the same draws from the wrong probabilities: named, certain
+    with pytest.raises(
+        AssertionError, match="the token whose probability makes the total"
+    ) as error:
+        token_checks.judge_sampling(got, case, probs.tolist(), wrong)
+    assert not error.value.mistake.startswith(contract.STATISTICAL)
+
+
+def test_the_observation_ignores_the_state_the_notebook_left() -> None:
+    sampler, case = reference_sampler(), CASES[5]
+    clean = token_checks.observe_sampling(sampler, case)
+    torch.manual_seed(123)
+    rng = torch.get_rng_state()
+    torch.set_default_dtype(torch.float64)
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            left = token_checks.observe_sampling(sampler, case)
+        assert torch.get_default_dtype() == torch.float64  # given back as it was
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert torch.equal(torch.get_rng_state(), rng)
+    assert torch.equal(left["draws"], clean["draws"])
+    assert torch.equal(left["drawn_from"], clean["drawn_from"])
+
+
+def test_a_sampler_of_another_style_is_judged_on_its_frequencies() -> None:
+    for case in CASES:
+        got = token_checks.observe_sampling(sorted_sampler, case)
+        assert not torch.equal(got["multinomial"].reshape(-1), got["draws"])  # mapped back
+        judged(sorted_sampler, case)
+    case = next(c for c in CASES if c["top_p"] is not None and c["top_k"] is not None)
+    with pytest.raises(AssertionError, match=recipe_checks.CROSSING_DROPPED[:40]) as error:
+        judged(crossing_dropped, case)
+    assert error.value.mistake.startswith(contract.STATISTICAL)
+
+
+def test_a_token_no_filter_keeps_is_a_certain_failure() -> None:
+    case = next(c for c in CASES if c["top_k"] is not None and c["top_p"] is None)
+
+    def everything(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+        rows = torch.arange(len(logits)) % logits.shape[-1]
+        return rows[torch.randperm(len(logits), generator=generator)]
+
+    with pytest.raises(AssertionError, match="which the filters should have removed") as error:
+        judged(everything, case)
+    assert not error.value.mistake.startswith(contract.STATISTICAL)
+
+
+def row(scores: dict[str, float]) -> SimpleNamespace:
+    grades = [
+        SimpleNamespace(name=name, auto_score=points, needs_manual_grade=False)
+        for name, points in scores.items()
+    ]
+    return SimpleNamespace(grades=grades, flagged=False)
+
+
+def test_a_statistical_disagreement_asks_for_a_review_not_a_flag() -> None:
+    checked = verification.Verification(
+        verdicts={"test_sample_hidden": "the frequencies do not follow", "test_bpe_hidden": None},
+        mistakes={"test_sample_hidden": {"key": contract.STATISTICAL + "x:y+1", "message": "m"}},
+    )
+    notebook = row({"test_sample_hidden": 3.0, "test_bpe_hidden": 2.0})
+    reasons = verification.apply_verdicts(notebook, checked)
+    assert not notebook.flagged
+    sample, bpe = notebook.grades
+    assert (sample.auto_score, sample.needs_manual_grade) == (3.0, True)
+    assert (bpe.auto_score, bpe.needs_manual_grade) == (2.0, False)
+    (reason,) = reasons
+    assert reason.startswith(verification.REVIEW) and "test_sample_hidden" in reason
+    assert finish.status_of(reasons, False, "") == finish.FOR_REVIEW
+
+
+def test_a_certain_disagreement_still_flags_and_beats_a_review() -> None:
+    checked = verification.Verification(
+        verdicts={"test_sample_hidden": "drew tokens [3]", "test_step_hidden": "no step"},
+        mistakes={
+            "test_sample_hidden": {"key": contract.STATISTICAL + "x:y+1", "message": "m"},
+            "test_step_hidden": {"key": "course.h_own_gpt.step_checks:judge+3", "message": "m"},
+        },
+    )
+    notebook = row({"test_sample_hidden": 3.0, "test_step_hidden": 2.0})
+    reasons = verification.apply_verdicts(notebook, checked)
+    assert notebook.flagged
+    assert [g.auto_score for g in notebook.grades] == [3.0, 0.0]
+    assert finish.status_of(reasons, False, "") == finish.FLAGGED

@@ -87,8 +87,9 @@ def machine() -> str:
     return f"{name}, {os.cpu_count()} cores, {torch.get_num_threads()} threads, float32"
 
 
-def run(epochs: list[int], seed: int, n_dev: int, checkpoint: Path = SHIPPED) -> dict:
-    """Fine-tune the checkpoint for each number of epochs; the measures before and after each."""
+def run(epochs: list[int], seed: int, n_dev: int, out: Path, checkpoint: Path = SHIPPED) -> dict:
+    """Fine-tune the checkpoint for each number of epochs; the measures before and after each,
+    written to ``out`` after each budget (a run stopped early keeps what it measured)."""
     code = given()
     train_pairs, dev = load_birth_places("train"), load_birth_places("dev")[:n_dev]
     wiki, vocab = load_wiki_lines(), CharVocab.build()
@@ -97,7 +98,18 @@ def run(epochs: list[int], seed: int, n_dev: int, checkpoint: Path = SHIPPED) ->
     gen = torch.Generator().manual_seed(HELD_SEED)
     held = corruption_rows(wiki, code.span_corruption, vocab, block, HELD_ROWS, gen)
     places = place_rows(dev, wiki, vocab, block)
-    record = {"before fine-tuning": measures(model, code, held, places, dev, vocab, block)}
+    figures = {"before fine-tuning": measures(model, code, held, places, dev, vocab, block)}
+    record = {
+        "what": __doc__.split("\n\n", 2)[2].split("\n\nThe figures")[0],
+        "command": " ".join(["python tools/g_forgetting.py", *sys.argv[1:]]),
+        "seed": seed,
+        "development questions": len(dev),
+        "place lines": int(places[0].size(0)),
+        "machine": machine(),
+        "figures": figures,
+        "epochs asked": epochs,
+    }
+    out.write_text(json.dumps(record, indent=1) + "\n")
     train_x, train_y = question_rows(train_pairs, vocab, block)
     for count in epochs:
         torch.manual_seed(seed)
@@ -108,18 +120,12 @@ def run(epochs: list[int], seed: int, n_dev: int, checkpoint: Path = SHIPPED) ->
             model, finetune.epoch_batches(train_x, train_y, BATCH, seed), steps,
             code.causal_mask, lr=LR, warmup=steps // 10, seed=seed, desc=f"{count} epochs",
         )  # fmt: skip
-        figures = measures(model, code, held, places, dev, vocab, block)
-        figures["seconds of fine-tuning"] = round(time.perf_counter() - start, 1)
-        record[f"after {count} epochs ({steps} steps)"] = figures
-        print(f"{count} epochs: {figures}", flush=True)
-    return {
-        "what": __doc__.split("\n\n", 2)[2].split("\n\nThe figures")[0],
-        "seed": seed,
-        "development questions": len(dev),
-        "place lines": int(places[0].size(0)),
-        "machine": machine(),
-        "figures": record,
-    }
+        after = measures(model, code, held, places, dev, vocab, block)
+        after["seconds of fine-tuning"] = round(time.perf_counter() - start, 1)
+        figures[f"after {count} epochs ({steps} steps)"] = after
+        out.write_text(json.dumps(record, indent=1) + "\n")
+        print(f"{count} epochs: {after}", flush=True)
+    return record
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -132,10 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if any(count < 1 for count in args.epochs) or not 1 <= args.dev <= 500:
         raise SystemExit("--epochs takes whole numbers from 1, --dev a number from 1 to 500")
-    record = run(args.epochs, args.seed, args.dev)
-    given_args = sys.argv[1:] if argv is None else argv
-    record["command"] = " ".join(["python tools/g_forgetting.py", *given_args])
-    args.out.write_text(json.dumps(record, indent=1) + "\n")
+    record = run(args.epochs, args.seed, args.dev, args.out)
     print(json.dumps(record["figures"], indent=1))
 
 

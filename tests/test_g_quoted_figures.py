@@ -140,3 +140,22 @@ def test_the_text_a_student_reads_is_at_most_3000_words(notebook) -> None:
         len(solution.sub("", c.source).split()) for c in nb.cells if c.cell_type == "markdown"
     )
     assert words <= MAX_WORDS, f"{notebook.relative_to(REPO)}: {words} words of text"
+
+
+def test_the_forgetting_tool_scores_only_the_birthplace_of_each_line() -> None:
+    """tools/g_forgetting.py's stored-facts measure: the loss counts the place's characters of
+    the person's own line, read as plain text; a line that does not state it is left out."""
+    import g_forgetting
+
+    from course.g_birth_places.chars import IGNORE, CharVocab
+
+    vocab = CharVocab.build()
+    wiki = ["Ada Lovelace. Ada Lovelace was born in London in 1815 .", "Bo Li. A painter ."]
+    pairs = [("Where was Ada Lovelace born?", "London"), ("Where was Bo Li born?", "Paris")]
+    x, y = g_forgetting.place_rows(pairs, wiki, vocab, 64)
+    assert x.shape == y.shape == (1, 64)
+    read = vocab.decode(x[0]).rstrip(vocab.itos[0])
+    assert read == "Ada Lovelace. Ada Lovelace was born in London"
+    assert vocab.decode(y[0][y[0] != IGNORE]) == "London"
+    with pytest.raises(SystemExit, match="states the answer"):
+        g_forgetting.place_rows(pairs[1:], wiki, vocab, 64)

@@ -159,3 +159,13 @@ def test_the_forgetting_tool_scores_only_the_birthplace_of_each_line() -> None:
     assert vocab.decode(y[0][y[0] != IGNORE]) == "London"
     with pytest.raises(SystemExit, match="states the answer"):
         g_forgetting.place_rows(pairs[1:], wiki, vocab, 64)
+
+
+def test_the_forgetting_figures_of_the_docs_are_the_tools_record() -> None:
+    docs = flat((REPO / "docs" / "experiments.md").read_text())
+    figures = record("g_forgetting.json")["figures"]
+    before, after = figures["before fine-tuning"], figures["after 2 epochs (64 steps)"]
+    assert f"is {before['corruption_loss']} and the loss on the birthplaces" in docs
+    assert f"plain text, {before['place_loss']}; after 64 steps" in docs
+    assert f"they are {after['corruption_loss']} and {after['place_loss']}" in docs
+    assert f"with {after['dev_accuracy_percent']}% of the development questions" in docs

@@ -341,3 +341,30 @@ def test_a_run_between_a_prediction_and_its_answer_is_found() -> None:
     nb.cells.insert(question.answer, nb.cells.pop(run))
     (problem,) = predictions_answered_after_a_run(nb)
     assert problem.startswith("q_synthesizer") and f"code cell {question.answer}" in problem
+
+
+# A model answer that reads a table printed above its question must read it as printed (G's
+# question 2 named defaults and name cues that its recorded run did not show).
+# Each "NAME to PLACE" of G's model answer is a row of the recorded full run's table (cell 30 of
+# tools/stages/full_modes/g.json, the pretrained model's column).
+def test_g_unseen_names_answer_reads_the_recorded_table() -> None:
+    import json
+
+    (path,) = (p for p in SOURCES if p.parent.name == "g_birth_places")
+    (question,) = (
+        q
+        for q in written_questions(nbformat.read(path, as_version=4))
+        if q.grade_id == "q_unseen_strategy"
+    )
+    printed = json.loads((REPO / "tools/stages/full_modes/g.json").read_text())["printed"]
+    table = {
+        line.split(" born?")[0].removeprefix("Where was "): line.split()[-1]
+        for line in printed["30"].splitlines()
+        if line.startswith("Where was ")
+    }
+    answer = " ".join(question.model_answer.split())
+    pairs = re.findall(r"([A-Z][a-z]+ [A-Z][a-z-]+) to ([A-Z][a-z]+)", answer)
+    assert len(pairs) >= 4, "the model answer no longer reads the table's rows"
+    for name, place in pairs:
+        assert table.get(name) == place, f"{name}: the recorded run printed {table.get(name)}"
+    assert "Chicago" not in answer, "Chicago is in no row of the recorded table"

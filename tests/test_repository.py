@@ -170,11 +170,18 @@ def test_autograded_folder_ships_with_its_readme_only() -> None:
     assert ignored == ["autograded/s/a/n.ipynb"], ignored
 
 
-def test_make_clean_keeps_the_autograded_readme(tmp_path) -> None:
-    """``make clean`` removes what grading wrote in ``autograded/`` and keeps its README."""
-    (tmp_path / "autograded" / "s" / "a").mkdir(parents=True)
-    (tmp_path / "autograded" / "README.md").write_text("kept")
-    (tmp_path / "autograded" / "s" / "a" / "n.ipynb").write_text("{}")
+def test_make_clean_removes_the_demo_and_never_the_term(tmp_path) -> None:
+    """``make clean`` removes the demo's course folder and nothing a term wrote."""
+    term = [
+        tmp_path / "autograded" / "s" / "a" / "n.ipynb",
+        tmp_path / "gradebook.db",
+        tmp_path / "submitted" / "s" / "a" / "n.ipynb",
+        tmp_path / "autograded" / "README.md",
+    ]
+    for path in [*term, tmp_path / "demo-course" / "gradebook.db"]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}")
     (tmp_path / "Makefile").write_text((REPO / "Makefile").read_text())
     subprocess.run(["make", "-s", "clean"], cwd=tmp_path, check=True, capture_output=True)
-    assert sorted(p.name for p in (tmp_path / "autograded").iterdir()) == ["README.md"]
+    assert not (tmp_path / "demo-course").exists()
+    assert all(path.is_file() for path in term)

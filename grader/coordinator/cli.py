@@ -99,9 +99,7 @@ def parser() -> argparse.ArgumentParser:
     _workers_parser(sub)
     _lab_parser(sub)
 
-    p = sub.add_parser("check", help="run a notebook's tests and explain each failure")
-    p.add_argument("notebook", type=Path)
-    p.add_argument("--timeout", type=int, default=300, help="seconds per cell")
+    _self_study_parsers(sub)
 
     p = sub.add_parser("submission", help="build submissions from descriptions")
     actions = p.add_subparsers(dest="action", required=True)
@@ -126,6 +124,13 @@ def _collect_parser(sub: argparse._SubParsersAction) -> None:
         help="the time zone of the worksheet's times, your Moodle profile's (e.g. Europe/Berlin; "
         "default: this machine's)",
     )
+
+
+def _self_study_parsers(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("check", help="run a notebook's tests and explain each failure")
+    p.add_argument("notebook", type=Path)
+    p.add_argument("--timeout", type=int, default=300, help="seconds per cell")
+    sub.add_parser("progress", help="a self-learner's progress, A to H, from work/ (read only)")
 
 
 def _lab_parser(sub: argparse._SubParsersAction) -> None:
@@ -220,6 +225,14 @@ def _check(args: argparse.Namespace) -> int:
     code, text = check.check(args.notebook, timeout=args.timeout)
     print(text)
     return code
+
+
+def _progress(root: Path, args: argparse.Namespace) -> int:
+    """``course progress``: grader/coordinator/progress.py."""
+    from grader.coordinator import progress  # loads nbgrader: once this command is chosen (run())
+
+    print(progress.progress(root))
+    return 0
 
 
 def _submission(args: argparse.Namespace) -> int:
@@ -387,6 +400,7 @@ COMMANDS: dict[str, tuple[Callable[..., int], bool]] = {
     "grades": (_grades, True),
     "report": (_report, True),
     "demo": (_demo, True),
+    "progress": (_progress, True),
 }
 
 

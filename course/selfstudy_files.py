@@ -111,7 +111,7 @@ def parse_answer(grade_id: str, points: float, text: str) -> Question:
         return Question(grade_id, points, text, "", [(points, "the model answer's points")])
     model, body = text[: head.start()].strip(), text[head.end() :].strip()
     starts = list(_ITEM.finditer(body))
-    ends = [m.start() for m in starts[1:]] + [len(body)]
+    ends = [m.start() for m in starts[1:]] + [len(body)] if starts else []
     items = [(float(m[1]), body[m.start() : end]) for m, end in zip(starts, ends, strict=True)]
     rubric = head.group(0)
     if len(items) < 2:  # a rubric that is not a list of points: one item, the whole

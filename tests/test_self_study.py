@@ -12,6 +12,7 @@ import json
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import nbformat
@@ -213,3 +214,25 @@ def test_course_progress_is_a_sub_command(tmp_path: Path) -> None:
         [*COURSE, "--root", str(root), "progress"], capture_output=True, text=True
     )
     assert done.returncode == 2 and "`make lab` makes your copy" in done.stderr
+
+
+def test_the_student_parts_check_is_the_one_a_names(tmp_path: Path) -> None:
+    """A's text names `python -m course.check`; the student part installs it as `course-check`
+    (not `course`, the instructor's command); it runs the visible tests of a notebook."""
+    text = (REPO / "release" / A / NB).read_text()
+    assert "python -m course.check masks_and_positions.ipynb" in text
+    assert "course check release/" not in text
+    scripts = tomllib.loads((REPO / "student" / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"course-check": "course.check:main"}  # `course` is the instructor's
+    shutil.copy(REPO / "release" / A / NB, tmp_path / NB)
+    done = subprocess.run(
+        [sys.executable, "-m", "course.check", NB], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "[FAIL] test_mask_visible\n      not implemented yet" in done.stdout
+    assert "Visible tests: 0 of 4 passed." in done.stdout
+    assert "Hidden tests: 4 cells, run when your work is graded" in done.stdout
+    missing = subprocess.run(
+        [sys.executable, "-m", "course.check", "nothing.ipynb"], capture_output=True, text=True
+    )
+    assert missing.returncode == 2 and "no readable notebook at" in missing.stderr

@@ -28,6 +28,8 @@ HIDDEN_MARK = "BEGIN HIDDEN TESTS"
 # nbgrader's folders: a notebook there is checked as before (visible tests only).
 NBGRADER_FOLDERS = {"source", "release", "submitted", "autograded", "feedback"}
 RECORD_SUFFIX = ".check.json"
+BY_INSTRUCTOR = "graded by the instructor."
+BY_YOURSELF = "compare each with the model answer (the control under each question)."
 
 
 @dataclass

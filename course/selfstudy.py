@@ -47,8 +47,9 @@ def _say(text: str) -> None:
     display(Markdown(f"*{text}*"))
 
 
-def compare(grade_id: str) -> None:
-    """The "compare" control of the written question ``grade_id`` (a cell under its answer)."""
+def compare(grade_id: str) -> object:
+    """The "compare" control of the written question ``grade_id`` (a cell under its answer);
+    returns it (None where written answers are graded by the instructor)."""
     import ipywidgets as widgets  # the kernel's widgets: loaded when a control is drawn
     from IPython.display import Markdown, display  # (likewise)
 
@@ -56,7 +57,7 @@ def compare(grade_id: str) -> None:
     source = clone_source(notebook) if notebook else None
     if source is None:
         _say(GRADED_BY_INSTRUCTOR)
-        return
+        return None
     button = widgets.Button(description="Compare with the model answer", icon="balance-scale")
     button.layout.width = "auto"
     button.add_class("course-compare")
@@ -76,7 +77,9 @@ def compare(grade_id: str) -> None:
             display(_rubric_boxes(notebook, question))
 
     button.on_click(show)
-    display(widgets.VBox([button, out]))
+    control = widgets.VBox([button, out])
+    display(control)
+    return control
 
 
 def _rubric_boxes(notebook: Path, question: Question) -> object:
@@ -132,7 +135,7 @@ def _pre(text: str) -> object:
     return widgets.HTML(f"<pre style='white-space: pre-wrap'>{escape(text)}</pre>")
 
 
-def check_button(grade_id: str) -> None:
+def check_button(grade_id: str) -> object:
     """A button that runs ``course check`` on this notebook (``grade_id``: one of its cells, to
     find it): every exercise's visible and hidden tests, one line each."""
     import ipywidgets as widgets  # the kernel's widgets (see compare)
@@ -141,7 +144,7 @@ def check_button(grade_id: str) -> None:
     notebook = learner_notebook(grade_id)
     if notebook is None or clone_source(notebook) is None or not _has_grader():
         _say(HIDDEN_WHEN_GRADED)
-        return
+        return None
     button = widgets.Button(description="Check every exercise (visible and hidden tests)")
     button.layout.width = "auto"
     button.add_class("course-check")
@@ -157,10 +160,12 @@ def check_button(grade_id: str) -> None:
             display(_pre(text))
 
     button.on_click(run)
-    display(widgets.HTML(SAVE_FIRST), widgets.VBox([button, out]))
+    control = widgets.VBox([widgets.HTML(SAVE_FIRST), button, out])
+    display(control)
+    return control
 
 
-def progress() -> None:
+def progress() -> object:
     """``course progress`` of the clone, with a button that shows it again."""
     import ipywidgets as widgets  # the kernel's widgets (see compare)
     from IPython.display import display  # (likewise)
@@ -169,7 +174,7 @@ def progress() -> None:
     roots = [p for p in [here, *here.parents] if (p / "source").is_dir() and (p / "work").is_dir()]
     if not roots or mode.under_nbgrader() or not _has_grader():
         _say(f"{GRADED_BY_INSTRUCTOR} {HIDDEN_WHEN_GRADED}")
-        return
+        return None
     out = widgets.Output()
     button = widgets.Button(description="Show my progress again", icon="refresh")
     button.layout.width = "auto"
@@ -183,4 +188,6 @@ def progress() -> None:
 
     button.on_click(show)
     show()
-    display(widgets.VBox([out, button]))
+    control = widgets.VBox([out, button])
+    display(control)
+    return control

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -236,3 +237,61 @@ def test_the_student_parts_check_is_the_one_a_names(tmp_path: Path) -> None:
         [sys.executable, "-m", "course.check", "nothing.ipynb"], capture_output=True, text=True
     )
     assert missing.returncode == 2 and "no readable notebook at" in missing.stderr
+
+
+def _run_in_kernel(folder: Path, cells: list[str], env: dict[str, str]) -> str:
+    """Run ``cells`` in a fresh kernel in ``folder`` (as a notebook there would); what they show:
+    their outputs and those of their widgets (nbclient keeps an output widget's in its state)."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    NotebookClient(nb, timeout=300, resources={"metadata": {"path": str(folder)}}).execute(
+        env={**os.environ, **env}
+    )
+    return json.dumps([cell.outputs for cell in nb.cells]) + json.dumps(nb.metadata)
+
+
+COMPARE = 'from course.selfstudy import compare\nbox = compare("q_mask_role")\nprint(box is None)'
+CLICK = "box.children[0].click()"
+ANSWER = (
+    "import json, pathlib\n"
+    "path = pathlib.Path('masks_and_positions.ipynb')\n"
+    "nb = json.loads(path.read_text())\n"
+    "for cell in nb['cells']:\n"
+    "    if cell['metadata'].get('nbgrader', {}).get('grade_id') == 'q_mask_role':\n"
+    "        cell['source'] = 'Without the mask it sees the next token and copies it.'\n"
+    "path.write_text(json.dumps(nb))"
+)
+
+
+def test_compare_shows_the_model_answer_after_an_attempt_only(tmp_path: Path) -> None:
+    root = clone(tmp_path)
+    folder = root / "work" / A
+    first = _run_in_kernel(folder, [COMPARE, CLICK], {})
+    assert "False" in first and "graded by the instructor" not in first
+    assert "Nothing to compare yet" in first and "Model answer" not in first
+    after = _run_in_kernel(folder, [COMPARE, ANSWER, CLICK], {})
+    assert "**Model answer.** The model is trained to predict" in after
+    assert "Rubric (1 point)" in after and "Tick each point your answer makes" in after
+    # the same notebook in a graded kernel, and where there is no source/ (a hub's student)
+    graded = _run_in_kernel(folder, [ANSWER, COMPARE], {"NBGRADER_EXECUTION": "autograde"})
+    home = tmp_path / "hub-home" / A
+    shutil.copytree(folder, home)
+    alone = _run_in_kernel(home, [COMPARE], {})
+    for text in (graded, alone):
+        assert "Written answers are graded by the instructor." in text and "True" in text
+        assert "Model answer" not in text
+
+
+def test_the_check_button_and_progress_say_nothing_outside_a_clone(tmp_path: Path) -> None:
+    home = tmp_path / "hub-home" / A
+    home.mkdir(parents=True)
+    shutil.copy(REPO / "release" / A / NB, home / NB)
+    cells = [
+        "from course.selfstudy import check_button, progress\n"
+        'print(check_button("test_mask_visible"))',
+        "print(progress())",
+    ]
+    shown = _run_in_kernel(home, cells, {})
+    assert "The hidden tests run when your work is graded." in shown
+    assert "graded by the instructor" in shown and shown.count("None") >= 2

@@ -22,5 +22,5 @@ def test_every_relative_link_resolves() -> None:
 def test_the_readme_is_a_front_page_linking_every_docs_page() -> None:
     readme = (REPO / "README.md").read_text()
     assert len(readme.splitlines()) <= 150
-    linked = set(re.findall(r"\(docs/([a-z_]+\.md)\)", readme))
+    linked = set(re.findall(r"\(docs/([a-z_-]+\.md)\)", readme))
     assert linked == {p.name for p in (REPO / "docs").glob("*.md")}

@@ -17,6 +17,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from grader.coordinator import selfstudy_cells
+
 REPO = Path(__file__).resolve().parents[1]
 WORK = "work"
 
@@ -35,6 +37,8 @@ def make_copy(root: Path = REPO, work: str = WORK) -> list[Path]:
             continue  # the student's file: never replaced
         destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, destination)
+        if destination.suffix == ".ipynb" and (root / "source").is_dir():
+            selfstudy_cells.add_cells(destination)  # compare, check, progress (a clone only)
         copied.append(destination)
     return copied
 

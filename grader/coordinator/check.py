@@ -4,7 +4,8 @@ nbgrader's ``validate`` prints the failing cells but always exits 0 and gives no
 the notebook the same way (``NBGRADER_EXECUTION=validate``, so long cells are short), then reports
 each test cell: passed or failed, with the check's message (what was expected and what came), the
 points earned of the points available, and an exit code: 0 when every visible test passes, 1 when
-one fails. Hidden tests are not in a student's copy; they run at grading.
+one fails. Hidden tests are not in a student's copy; they run at grading, or, for a self-learner
+in a clone of the course, here (:mod:`grader.coordinator.selfcheck`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from nbformat import NotebookNode
 from nbgrader import utils
 from nbgrader.preprocessors import Execute
 
+from grader.coordinator import selfcheck
 from grader.shared.notebooks import read_notebook
 from grader.shared.paths import use_this_python
 
@@ -32,6 +34,7 @@ class CellReport:
     kind: str  # "test", "hidden" (no visible code) or "written"
     message: str = ""
     edited: bool = False
+    hidden: bool = False  # a test cell whose hidden tests ran (a self-learner's check)
 
 
 # By the name nbgrader's configuration uses: the coordinator loads no plugin module itself.
@@ -77,8 +80,9 @@ def has_code(source: str) -> bool:
     return any(line.strip() and not line.strip().startswith("#") for line in source.splitlines())
 
 
-def report(nb: NotebookNode) -> list[CellReport]:
-    """One :class:`CellReport` per graded cell of an executed notebook."""
+def report(nb: NotebookNode, hidden: frozenset[str] = frozenset()) -> list[CellReport]:
+    """One :class:`CellReport` per graded cell of an executed notebook (``hidden``: the grade ids
+    of the cells whose hidden tests ran)."""
     reports = []
     for cell in nb.cells:
         if not utils.is_grade(cell):
@@ -94,8 +98,17 @@ def report(nb: NotebookNode) -> list[CellReport]:
             reports.append(CellReport(meta["grade_id"], 0.0, max_points, "hidden"))
             continue
         message = "" if score == max_points else error_message(cell)
+        grade_id = meta["grade_id"]
         reports.append(
-            CellReport(meta["grade_id"], float(score), max_points, "test", message, edited(cell))
+            CellReport(
+                grade_id,
+                float(score),
+                max_points,
+                "test",
+                message,
+                edited(cell) and grade_id not in hidden,
+                grade_id in hidden,
+            )
         )
     return reports
 
@@ -111,12 +124,14 @@ def format_report(path: Path, reports: list[CellReport]) -> str:
             lines.append(f"  [hidden] {r.grade_id} ({r.max_points:g} pt): runs when graded")
             continue
         mark = "PASS" if not r.message else "FAIL"
-        lines.append(f"  [{mark}] {r.grade_id}: {r.points:g}/{r.max_points:g}")
+        kind = " (hidden tests)" if r.hidden else ""
+        lines.append(f"  [{mark}] {r.grade_id}{kind}: {r.points:g}/{r.max_points:g}")
         if r.message:
             lines += ["      " + line for line in r.message.splitlines()]
         if r.edited:
             lines.append("      (this test cell was edited: grading uses the original)")
-    tests = [r for r in reports if r.kind == "test"]
+    tests = [r for r in reports if r.kind == "test" and not r.hidden]
+    ran_hidden = [r for r in reports if r.hidden]
     written = [r for r in reports if r.kind == "written"]
     earned = sum(r.points for r in tests)
     available = sum(r.max_points for r in tests)
@@ -124,6 +139,14 @@ def format_report(path: Path, reports: list[CellReport]) -> str:
     lines.append(
         f"Visible tests: {earned:g}/{available:g} points, {failed} failed of {len(tests)}."
     )
+    if ran_hidden:
+        earned = sum(r.points for r in ran_hidden)
+        available = sum(r.max_points for r in ran_hidden)
+        failed = sum(1 for r in ran_hidden if r.message)
+        lines.append(
+            f"Hidden tests: {earned:g}/{available:g} points, {failed} failed of "
+            f"{len(ran_hidden)} (the instructor's, from source/: messages only)."
+        )
     if written:
         pts = sum(r.max_points for r in written)
         lines.append(f"Written answers: {len(written)} ({pts:g} points), graded by the instructor.")
@@ -137,8 +160,23 @@ def format_report(path: Path, reports: list[CellReport]) -> str:
 
 
 def check(path: Path, timeout: int = 120) -> tuple[int, str]:
-    """Run and report ``path``; return (exit code, text). Exit 1 if a test cell fails."""
+    """Run and report ``path``; return (exit code, text). Exit 1 if a test cell fails.
+
+    In a clone, for a learner's own copy, the hidden tests run too, and the outcome per exercise
+    is recorded beside the notebook (:mod:`grader.coordinator.selfcheck`).
+    """
     nb = read_notebook(path)
-    reports = report(execute(nb, path.parent.resolve(), timeout))
+    clone = selfcheck.find_clone(path)
+    hidden: set[str] = set()
+    if clone is not None:
+        hidden = selfcheck.with_hidden_tests(nb, read_notebook(clone.source))
+    reports = report(execute(nb, path.parent.resolve(), timeout), frozenset(hidden))
     code = 1 if any(r.kind == "test" and r.message for r in reports) else 0
-    return code, format_report(path, reports)
+    text = format_report(path, reports)
+    if clone is not None:
+        found = selfcheck.exercises(reports, hidden)
+        saved = selfcheck.record(path, nb, found)
+        text = text.replace(selfcheck.BY_INSTRUCTOR, selfcheck.BY_YOURSELF)
+        text += "\n" + "\n".join(selfcheck.format_exercises(found))
+        text += f"\n(recorded in {saved.name} for `course progress`)"
+    return code, text

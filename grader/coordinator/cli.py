@@ -82,12 +82,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--unsafe-no-sandbox", action="store_true", help=UNSAFE_HELP)
     p.add_argument("--cold", action="store_true", help=COLD_HELP)
 
-    for add_parser in (_workers_parser, _lab_parser, _forget_parser):
+    for add_parser in (_workers_parser, _lab_parser, _forget_parser, _self_study_parsers):
         add_parser(sub)
-
-    p = sub.add_parser("check", help="run a notebook's tests and explain each failure")
-    p.add_argument("notebook", type=Path)
-    p.add_argument("--timeout", type=int, default=300, help="seconds per cell")
 
     p = sub.add_parser("submission", help="build submissions from descriptions")
     actions = p.add_subparsers(dest="action", required=True)
@@ -112,6 +108,13 @@ def _collect_parser(sub: argparse._SubParsersAction) -> None:
         help="the time zone of the LMS's submission times, your LMS profile's (e.g. "
         "Europe/Berlin; default: this machine's)",
     )
+
+
+def _self_study_parsers(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("check", help="run a notebook's tests and explain each failure")
+    p.add_argument("notebook", type=Path)
+    p.add_argument("--timeout", type=int, default=300, help="seconds per cell")
+    sub.add_parser("progress", help="a self-learner's progress, A to H, from work/ (read only)")
 
 
 def _lab_parser(sub: argparse._SubParsersAction) -> None:
@@ -219,6 +222,14 @@ def _check(args: argparse.Namespace) -> int:
     code, text = check.check(args.notebook, timeout=args.timeout)
     print(text)
     return code
+
+
+def _progress(root: Path, args: argparse.Namespace) -> int:
+    """``course progress``: grader/coordinator/progress.py."""
+    from grader.coordinator import progress  # loads nbgrader: once this command is chosen (run())
+
+    print(progress.progress(root))
+    return 0
 
 
 def _submission(args: argparse.Namespace) -> int:
@@ -398,6 +409,7 @@ COMMANDS: dict[str, tuple[Callable[..., int], bool]] = {
     "report": (_report, True),
     "demo": (_demo, True),
     "forget": (_forget, True),
+    "progress": (_progress, True),
 }
 
 

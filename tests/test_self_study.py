@@ -2,7 +2,7 @@
 answer after an attempt with the rubric ticked beside the notebook, and ``course progress``.
 
 Each runs in a scratch clone (``source/``, ``release/``, ``work/`` of assignment A) so that the
-learner's files are the test's own; the browser half is ``tests/e2e/test_self_study.py``.
+learner's files are the test's own; the browser half is ``tests/e2e/test_self_study_in_lab.py``.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def test_the_learners_copy_gets_a_compare_control_under_each_written_question(
     for i, cell in enumerate(nb.cells):
         if cell.metadata.get("nbgrader", {}).get("grade_id") in written:
             grade_id = cell.metadata.nbgrader["grade_id"]
-            assert nb.cells[i + 1].source.endswith(f'compare("{grade_id}")')
+            assert nb.cells[i + 1].source.endswith(f'compare("{grade_id}");')
     assert "check_button(" in nb.cells[-2].source and "progress()" in nb.cells[-1].source
     assert len(nb.cells) == len(release.cells) + len(written) + 3
     assert len(selfstudy_cells.with_cells(nb).cells) == len(nb.cells)  # never twice

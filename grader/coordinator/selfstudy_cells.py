@@ -53,15 +53,15 @@ def with_cells(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
         cells.append(cell)
         grade_id = _written(cell)
         if grade_id and cell.cell_type == "markdown":
-            cells.append(_cell(f'from course.selfstudy import compare\n\ncompare("{grade_id}")'))
+            cells.append(_cell(f'from course.selfstudy import compare\n\ncompare("{grade_id}");'))
         if first is None and cell.metadata.get("nbgrader", {}).get("grade"):
             first = cell.metadata.nbgrader["grade_id"]
     if first is None:
         return nb
     cells += [
         _cell(NOTE, "markdown"),
-        _cell(f'from course.selfstudy import check_button\n\ncheck_button("{first}")'),
-        _cell("from course.selfstudy import progress\n\nprogress()"),
+        _cell(f'from course.selfstudy import check_button\n\ncheck_button("{first}");'),
+        _cell("from course.selfstudy import progress\n\nprogress();"),
     ]
     nb.cells = cells
     return nb

@@ -159,8 +159,8 @@ def test_a_learner_compares_ticks_and_sees_progress(
     cells = len(nbformat.read(path, as_version=4).cells)
     panel = open_notebook(page, study_lab.lab_url(LEARNER), cells)
     cell = panel.locator(".jp-Cell")
-    compare_cell = cell.nth(_index(path, 'compare("q_mask_role")'))
-    progress_cell = cell.nth(_index(path, "progress()"))
+    compare_cell = cell.nth(_index(path, 'compare("q_mask_role");'))
+    progress_cell = cell.nth(_index(path, "progress();"))
 
     _run_cell(page, progress_cell)
     expect(progress_cell).to_contain_text("written questions 0/7 attempted, 0 self-marked")
@@ -189,7 +189,7 @@ def test_a_learner_compares_ticks_and_sees_progress(
     expect(progress_cell).to_contain_text("1 self-marked 1 of 1")
     screenshot(page, artifacts, "self_study__2_progress", progress_cell)
 
-    check_cell = cell.nth(_index(path, 'check_button("test_mask_visible")'))
+    check_cell = cell.nth(_index(path, 'check_button("test_mask_visible");'))
     _run_cell(page, check_cell)
     check_cell.locator(".course-check").click()
     expect(check_cell).to_contain_text(
@@ -210,8 +210,8 @@ def test_the_same_notebook_as_a_graded_student_shows_and_runs_nothing(
     nbformat.write(nb, student)
     panel = open_notebook(page, study_lab.lab_url(STUDENT), len(nb.cells))
     cell = panel.locator(".jp-Cell")
-    compare_cell = cell.nth(_index(student, 'compare("q_mask_role")'))
-    check_cell = cell.nth(_index(student, 'check_button("test_mask_visible")'))
+    compare_cell = cell.nth(_index(student, 'compare("q_mask_role");'))
+    check_cell = cell.nth(_index(student, 'check_button("test_mask_visible");'))
     for run in (compare_cell, check_cell):
         _run_cell(page, run)
     expect(compare_cell).to_contain_text("Written answers are graded by the instructor.")

@@ -10,7 +10,10 @@ Full mode is the notebook as an instructor or a self-learner runs it (``COURSE_F
 text quotes; ``--quiet``: not), the seconds of each cell over 2 s, the wall-clock seconds, the CPU
 seconds of the kernel and its children, the load average before and after (another job on the
 machine slows every figure), and writes the cells' printouts and times to
-``tools/stages/full_modes/LETTER.json``. The latest result of each notebook is kept in
+``tools/stages/full_modes/LETTER.json``. Beside each time it records the machine (its processor's
+model, its cores, and the GFLOP/s of one second of square matmuls in float32 and in bfloat16, so
+that a reader can scale a time to their own machine: a processor without bfloat16 instructions
+emulates it, far below its float32 figure). The latest result of each notebook is kept in
 ``tools/stages/full_modes.json``; the table in docs/speed.md (between its two markers) is written
 from that file, so that the docs quote one set of full-mode CPU figures, each with its date and
 load. On a GPU machine, ``COURSE_DEVICE=cuda`` and ``--label`` name the device.
@@ -25,6 +28,7 @@ import os
 import platform
 import resource
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,10 +53,60 @@ NOTEBOOKS = {
 }
 
 
-def measure(letter: str, timeout: int) -> tuple[dict, dict]:
+def processor() -> str:
+    """The processor's model as the operating system names it (``platform.processor()`` when
+    ``/proc/cpuinfo`` is absent or names none)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name") and ":" in line:
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def matmul_gflops(dtype_name: str, seconds: float = 1.0, n: int = 512) -> float:
+    """GFLOP/s of ``n`` x ``n`` matmuls in ``dtype_name`` ("float32" or "bfloat16") done for
+    ``seconds`` on every core PyTorch uses (2 n^3 FLOPs each, after one warm-up product)."""
+    import torch
+
+    a = torch.randn(n, n).to(getattr(torch, dtype_name))
+    b = torch.randn(n, n).to(a.dtype)
+    torch.matmul(a, b)
+    done, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds:
+        torch.matmul(a, b)
+        done += 1
+    return round(2 * n**3 * done / elapsed / 1e9, 1)
+
+
+def machine(seconds: float = 1.0) -> dict:
+    """The machine a time was measured on: processor, cores, and its matmul GFLOP/s in float32
+    and bfloat16 (``seconds`` of each)."""
+    return {
+        "processor": processor(),
+        "cores": os.cpu_count(),
+        "float32_gflops": matmul_gflops("float32", seconds),
+        "bfloat16_gflops": matmul_gflops("bfloat16", seconds),
+    }
+
+
+def described(box: dict | None) -> str:
+    """A machine record in a few words, for the table ("not recorded" for old results)."""
+    if not box:
+        return "not recorded"
+    label = f"{box['label']} with " if box.get("label") else ""
+    return (
+        f"{label}{box['processor']}, {box['cores']} cores: {box['float32_gflops']:.0f} GFLOP/s "
+        f"float32, {box['bfloat16_gflops']:.0f} bfloat16"
+    )
+
+
+def measure(letter: str, timeout: int, label: str = "") -> tuple[dict, dict]:
     """Run one notebook in full mode; its figures, and its record (what its cells printed, the
     seconds of its slow cells)."""
     title, path = NOTEBOOKS[letter]
+    box = machine() | ({"label": label} if label else {})
     before = os.getloadavg()[0]
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     nb, seconds = record_run.run(REPO / "source" / path, timeout)
@@ -65,7 +119,7 @@ def measure(letter: str, timeout: int) -> tuple[dict, dict]:
     }
     slow = slow_cells(nb)
     RECORDS.mkdir(parents=True, exist_ok=True)
-    record = {"printed": printed, "seconds of the cells over 2 s": slow}
+    record = {"machine": box, "printed": printed, "seconds of the cells over 2 s": slow}
     (RECORDS / f"{letter}.json").write_text(json.dumps(record, indent=1, ensure_ascii=False))
     return record, {
         "notebook": title,
@@ -73,6 +127,7 @@ def measure(letter: str, timeout: int) -> tuple[dict, dict]:
         "cpu_seconds": round(cpu, 1),
         "load": [round(before, 2), round(os.getloadavg()[0], 2)],
         "date": dt.datetime.now(dt.UTC).strftime("%d %b %Y %H:%M UTC"),
+        "machine": box,
     }
 
 
@@ -106,20 +161,24 @@ def minutes(seconds: float) -> str:
     return f"{whole} s" if whole < 60 else f"{whole // 60} min {whole % 60:02d} s"
 
 
-def table(results: dict[str, dict], machine: str) -> str:
-    """The markdown table of ``results`` (letter -> figures), A to H."""
+def table(results: dict[str, dict]) -> str:
+    """The markdown table of ``results`` (letter -> figures), A to H, each with its machine."""
     rows = [
-        f"Machine: {machine}. Goal: at most {minutes(GOAL_SECONDS)} each on 2 idle cores.",
+        f"Goal: at most {minutes(GOAL_SECONDS)} each on 2 idle cores. The machine of each row: its "
+        "processor, its cores, and one second of matmuls in float32 and in bfloat16 (GFLOP/s; "
+        "a time scales roughly with the float32 figure, G's with the bfloat16 one where that "
+        "is the larger).",
         "",
-        "| notebook | full mode, wall clock | CPU (kernel) | load before, after | measured |",
-        "|---|---|---|---|---|",
+        "| notebook | full mode, wall clock | CPU (kernel) | load before, after | machine "
+        "| measured |",
+        "|---|---|---|---|---|---|",
     ]
     for letter in sorted(results):
         r = results[letter]
         mark = "" if r["seconds"] <= GOAL_SECONDS else " (over the goal)"
         rows.append(
             f"| {r['notebook']} | {minutes(r['seconds'])}{mark} | {minutes(r['cpu_seconds'])} "
-            f"| {r['load'][0]}, {r['load'][1]} | {r['date']} |"
+            f"| {r['load'][0]}, {r['load'][1]} | {described(r.get('machine'))} | {r['date']} |"
         )
     return "\n".join(rows)
 
@@ -148,14 +207,14 @@ def main(argv: list[str] | None = None) -> None:
     results = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
     for letter in [] if args.table_only else letters:
         print(f"{NOTEBOOKS[letter][0]}: running in full mode ...", flush=True)
-        record, results[letter] = measure(letter, args.timeout)
+        record, results[letter] = measure(letter, args.timeout, args.label)
         r = results[letter]
         if not args.quiet:
             print(figures(record))
         print(f"  {r['seconds']:.0f} s wall, {r['cpu_seconds']:.0f} s CPU, load {r['load']}")
+        print(f"  on {described(r['machine'])}")
         RESULTS.write_text(json.dumps(results, indent=1) + "\n")
-    machine = args.label or f"{platform.machine()}, {os.cpu_count()} cores, no GPU"
-    SPEED.write_text(rewritten(SPEED.read_text(), table(results, machine)))
+    SPEED.write_text(rewritten(SPEED.read_text(), table(results)))
     print(f"wrote the table of {len(results)} notebooks into {SPEED.relative_to(REPO)}")
 
 

@@ -56,16 +56,28 @@ def test_controls_are_the_nearest_words_in_frequency_rank_outside_the_lists() ->
 
 def test_cosines_of_a_model_whose_states_are_known() -> None:
     model, tokenizer = toy()
-    table = similarity.measure(model, tokenizer, lambda n: torch.zeros(n, n), controls_per_pair=2)
+    fillers = [w for w in tokenizer.itos if w.startswith("filler")]
+    table = similarity.measure(
+        model, tokenizer, lambda n: torch.zeros(n, n), controls_per_pair=2, adjectives=fillers
+    )
     for name in ("input embedding", "state at the word"):
         assert table[name]["same polarity"] == pytest.approx((1.0, 1.0, 1.0))
         assert table[name]["opposite polarity"] == pytest.approx((1.0, 1.0, 1.0))
         assert table[name]["controls"] == pytest.approx((0.0, 0.0, 0.0))  # other axes
+        assert table[name]["adjectives"] == pytest.approx((0.0, 0.0, 0.0))
     # every template ends with "." here: the last state is the same whatever the word
     for group in similarity.GROUPS:
         assert table["state at the last token"][group] == pytest.approx((1.0, 1.0, 1.0))
     text = similarity.format_table(table)
     assert "1.00 (1.00, 1.00)" in text and "0.00 (0.00, 0.00)" in text
+
+
+def test_adjective_controls_are_the_nearest_adjectives_in_frequency_rank() -> None:
+    tokenizer = WordTokenizer([*DEFAULT_SPECIALS, "young", "good", "cat", "bad", "old", "red"])
+    found = similarity.adjective_controls(tokenizer, "bad", 2, ["red", "young", "old", "blue"])
+    assert found == ["old", "red"]  # the nearest ids first; "blue", not in the vocabulary, skipped
+    with pytest.raises(ValueError, match="control adjectives"):
+        similarity.adjective_controls(tokenizer, "bad", 2, ["blue"])
 
 
 def test_a_word_missing_from_the_vocabulary_is_named() -> None:
@@ -77,13 +89,17 @@ def test_a_word_missing_from_the_vocabulary_is_named() -> None:
 
 def test_what_the_notebook_reads_from_the_shipped_model() -> None:
     """The text before question 3 reads these figures: sentiment words, of either polarity,
-    far closer to each other than to words as frequent; polarity adds little; the state at the
-    last token hardly depends on the word; "bad" among the nearest embeddings of "good"."""
+    far closer to each other than to words as frequent, adjectives that judge nothing included;
+    polarity adds little; the state at the last token hardly depends on the word; "bad" among
+    the nearest embeddings of "good"."""
     given = pretrain.given_lm()
     lm, tokenizer, _ = checkpoint.load_pretrained(given.TransformerLM)
     table = similarity.measure(lm, tokenizer, given.causal_mask)
     embedding = {group: mean for group, (mean, _, _) in table["input embedding"].items()}
     assert embedding["opposite polarity"] > embedding["controls"] + 0.2
+    assert (
+        embedding["opposite polarity"] > embedding["adjectives"] + 0.15
+    )  # not only "an adjective"
     assert abs(embedding["same polarity"] - embedding["opposite polarity"]) < 0.15
     last = table["state at the last token"]
     assert all(last[group][0] > 0.9 for group in similarity.GROUPS)

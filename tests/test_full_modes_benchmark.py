@@ -21,7 +21,7 @@ def test_the_table_says_each_time_and_which_miss_the_goal() -> None:
         "e": FIGURES | {"seconds": 412.4, "date": "28 Nov 2026 23:00 UTC"},
         "d": FIGURES | {"notebook": "D, language model", "seconds": 59.6, "date": "x"},
     }
-    text = full_modes.table(results, "x86_64, 2 cores")
+    text = full_modes.table(results)
     rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
     assert rows[1].startswith("| D, language model | 1 min 00 s | 11 min 40 s | 0.1, 1.9 |")
     assert rows[2].startswith("| E, pretraining | 6 min 52 s (over the goal) |")
@@ -50,3 +50,22 @@ def test_the_figures_are_printed_cell_by_cell_with_the_slow_cells() -> None:
     assert full_modes.figures(record).splitlines() == [
         "  cell 6:", "    ppl 109", "    ok", "  cell 29:", "    seed 0 67.8", "  cell 29 ran 56 s",
     ]  # fmt: skip
+
+
+def test_each_time_is_shown_with_the_machine_it_was_measured_on() -> None:
+    box = {"processor": "AMD EPYC", "cores": 2, "float32_gflops": 92.5, "bfloat16_gflops": 1.2}
+    results = {
+        "e": FIGURES | {"seconds": 250.0, "date": "x", "machine": box},
+        "g": FIGURES | {"notebook": "G, birth places", "seconds": 270.0, "date": "y"},
+    }
+    rows = [line for line in full_modes.table(results).splitlines() if line.startswith("| ")]
+    assert "| AMD EPYC, 2 cores: 92 GFLOP/s float32, 1 bfloat16 | x |" in rows[1]
+    assert "| not recorded | y |" in rows[2]
+    gpu = full_modes.described(box | {"label": "one H200"})
+    assert gpu.startswith("one H200 with AMD EPYC, 2 cores")
+
+
+def test_the_machine_record_measures_both_matmuls() -> None:
+    box = full_modes.machine(seconds=0.05)
+    assert box["processor"] and box["cores"] >= 1
+    assert box["float32_gflops"] > 0 and box["bfloat16_gflops"] > 0

@@ -237,9 +237,9 @@ FOUND_LEAKS = [
     ),
     (
         "e_pretraining",
-        "q_models",
-        "ELMo (Peters et al., 2018) trains two LSTM language models on the same text, one reading "
-        "left to right and one right to left.",
+        "q_models",  # question 5 now explains ELMo's objective and asks for its consequences
+        "Each of ELMo's two language models sees one side of a word, and the two meet only in the "
+        "weighted sum: a shallow bidirectionality.",
     ),
     (
         "g_birth_places",
@@ -286,6 +286,30 @@ FOUND_LEAKS = [
         "q_synthesizer",
         "A model that always answered one of the sequence's 8 values at random would be right 1 "
         "time in 8, 12.5 %.",
+    ),
+]
+
+
+# The sixth read (issue 71): E's section 3 hinted at question 2, the fit's definition gave the
+# word-order half of question 3(b), and the text after the KV-cache figure said why the cached
+# step costs more on a short prefix (question 6(c)).
+FOUND_LEAKS += [
+    (
+        "e_pretraining",
+        "q_curves",
+        "It is fast and trains few numbers, but the features cannot adapt to the task.",
+    ),
+    (
+        "e_pretraining",
+        "q_two_tasks",
+        "The fit is high when the word is at home where it stands and low (negative) when the "
+        "context made it unlikely.",
+    ),
+    (
+        "e_pretraining",
+        "q_kv_cache",
+        "Over the first 10 tokens the cached step, run from Python layer by layer, costs more "
+        "than PyTorch's fused layer on a prefix that short.",
     ),
 ]
 
@@ -368,3 +392,14 @@ def test_g_unseen_names_answer_reads_the_recorded_table() -> None:
     for name, place in pairs:
         assert table.get(name) == place, f"{name}: the recorded run printed {table.get(name)}"
     assert "Chicago" not in answer, "Chicago is in no row of the recorded table"
+
+
+def test_e_explains_each_model_before_question_5_asks_about_it() -> None:
+    """E's question 5 asks for consequences of ELMo's, GPT's, BERT's and T5's objectives: each
+    is explained above it, not after its answer cell."""
+    (path,) = (p for p in SOURCES if p.parent.name == "e_pretraining")
+    nb = nbformat.read(path, as_version=4)
+    (question,) = (q for q in written_questions(nb) if q.grade_id == "q_models")
+    before = words(text_before(nb, question))
+    for objective in ("ELMo", "BERT", "span corruption", "text to text", "causal mask"):
+        assert words(objective) in before, f"{objective!r} is not explained before question 5"

@@ -167,13 +167,16 @@ def train_classifiers(
     ``together.train_together``, in a CUDA graph where the environment sets
     ``COURSE_CUDA_GRAPHS=1``; models that ``torch.vmap`` cannot batch are then trained one after
     another (it says so). ``train_args``: epochs or steps, lr, batch_size, weight_decay, bf16.
-    With ``name``, prints each run's validation accuracy per epoch as it is known."""
+    With ``name``, prints each run's validation accuracy, untrained then after each epoch, as
+    it is known."""
 
     def report(seed: int, history: ClassifierHistory) -> None:
         if name is not None:
-            accuracies = " ".join(f"{100 * a:.1f}" for a in history.val_accuracy)
+            first, *after = (f"{100 * a:.1f}" for a in history.val_accuracy)
+            epochs = f"epochs 1-{len(after)}" if len(after) > 1 else "epoch 1"
             print(
-                f"seed {seed} {name:<28} accuracy per epoch (%): {accuracies}",
+                f"seed {seed} {name:<28} accuracy (%): {first} untrained, {epochs}:",
+                " ".join(after),
                 f"({history.seconds:.0f} s{' for all together' if together else ''})",
             )
 

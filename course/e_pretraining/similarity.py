@@ -5,9 +5,12 @@ Three representations of a word, from a language model with ``embedding`` and
 hidden state at the word when it stands in a short review sentence, and the last hidden state at
 the sentence's final token (the state E's classifier reads). For each, the mean cosine similarity
 of pairs of words of the same polarity ("bad", "awful"), of opposite polarity ("good", "bad"),
-and of controls: the first word of each pair against words as frequent as the second in the
-reviews (the vocabulary is sorted by count, so they are its neighbours in id), sentiment words
-left out. In-context numbers are means over the sentences of :data:`TEMPLATES`.
+and of two kinds of controls, each the first word of a pair against words as frequent as the
+second in the reviews (the vocabulary is sorted by count, so they are its neighbours in id): any
+such words, sentiment words left out ("controls"), and adjectives that judge nothing
+(:data:`ADJECTIVES`: "american", "young", "musical", ...), which tell "an evaluative word goes
+here" from "an adjective goes here". In-context numbers are means over the sentences of
+:data:`TEMPLATES`.
 
     table = measure(lm, tokenizer, causal_mask)   # {representation: {group: (mean, min, max)}}
     print(format_table(table))
@@ -51,7 +54,19 @@ TEMPLATES = [  # "{}" is the word; each word is one token, so a template has one
     "the acting is {} .",
 ]
 REPRESENTATIONS = ("input embedding", "state at the word", "state at the last token")
-GROUPS = ("same polarity", "opposite polarity", "controls")
+GROUPS = ("same polarity", "opposite polarity", "controls", "adjectives")
+# Adjectives that describe without judging (origin, age, size, colour, kind), the controls matched
+# on part of speech; those missing from a vocabulary are skipped.
+ADJECTIVES = (
+    "little new long old big full american human romantic high young comic visual low black "
+    "short small modern french recent middle personal social political animated final cultural "
+    "white single historical large sexual urban blue female british central previous japanese "
+    "red green male natural early late public digital musical national technical chinese older "
+    "teenage english italian russian domestic foreign main private indian literary younger "
+    "african physical european silent various western former irish legal local military "
+    "southern verbal ancient daily fictional german korean magical religious economic married "
+    "mexican spanish suburban"
+).split()
 
 
 def frequency_controls(tokenizer: WordTokenizer, word: str, k: int, exclude: set[str]) -> list[str]:
@@ -65,6 +80,17 @@ def frequency_controls(tokenizer: WordTokenizer, word: str, k: int, exclude: set
                     found.append(candidate)
         step += 1
     return found
+
+
+def adjective_controls(
+    tokenizer: WordTokenizer, word: str, k: int, adjectives: list[str] | tuple[str, ...]
+) -> list[str]:
+    """The ``k`` words of ``adjectives`` in the vocabulary nearest ``word`` in frequency rank."""
+    known = [a for a in adjectives if a in tokenizer.stoi and a != word]
+    if not known:
+        raise ValueError("none of the control adjectives is in the vocabulary: give others")
+    index = tokenizer.stoi[word]
+    return sorted(known, key=lambda a: (abs(tokenizer.stoi[a] - index), a))[:k]
 
 
 @torch.no_grad()
@@ -96,18 +122,21 @@ def measure(
     tokenizer: WordTokenizer,
     causal_mask: Callable[[int], torch.Tensor],
     controls_per_pair: int = 10,
+    adjectives: list[str] | tuple[str, ...] = tuple(ADJECTIVES),
 ) -> dict[str, dict[str, tuple[float, float, float]]]:
     """{representation: {group: (mean, min, max)}}: the cosines of the pairs of :data:`SAME`,
-    of :data:`OPPOSITE` and of their frequency-matched controls (in context, each pair's cosine
-    is its mean over the templates)."""
+    of :data:`OPPOSITE` and of their frequency-matched controls, any words and ``adjectives``
+    (in context, each pair's cosine is its mean over the templates)."""
     sentiment = {w for pair in SAME + OPPOSITE for w in pair}
     missing = sorted(w for w in sentiment if w not in tokenizer.stoi)
     if missing:
         raise ValueError(f"these words are not in the vocabulary: {missing}")
-    pairs = {"same polarity": SAME, "opposite polarity": OPPOSITE, "controls": []}
+    pairs = {"same polarity": SAME, "opposite polarity": OPPOSITE, "controls": [], "adjectives": []}
     for first, second in SAME + OPPOSITE:
         controls = frequency_controls(tokenizer, second, controls_per_pair, sentiment)
         pairs["controls"] += [(first, c) for c in controls]
+        matched = adjective_controls(tokenizer, second, controls_per_pair, adjectives)
+        pairs["adjectives"] += [(first, c) for c in matched]
     words = sorted({w for group in pairs.values() for pair in group for w in pair})
     where = {w: i for i, w in enumerate(words)}
     table = {}

@@ -22,7 +22,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from grader.coordinator import pipeline
+from grader.coordinator import final, pipeline
 from grader.coordinator.cli import main
 from grader.coordinator.submission import fill, read_description, reference_code
 from grader.shared.notebooks import read_notebook
@@ -197,6 +197,8 @@ def test_a_whole_term(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     moved = [line for line in said.splitlines() if "->" in line]
     assert moved == [f"{s}: {full - 2:g} -> {full:g} (+2)" for s in ALT], said
     assert hand_grades(clone, A, "s26") == kept  # hand grades and comments kept
+    assert "written answers graded by hand kept as graded" in said
+    assert final.ungraded(clone, [A]) == {}  # nothing to grade again by hand
     after = scores(clone)
     assert {k: v for k, v in after.items() if k[1] not in ALT} == {
         k: v for k, v in first.items() if k[1] not in ALT

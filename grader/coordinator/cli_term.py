@@ -150,10 +150,13 @@ def regrade(root: Path, args: argparse.Namespace) -> int:
     before = midterm.scores(root, args.assignment)
     if not before:
         raise CourseError(f"nothing of {args.assignment} is graded yet: `course autograde` it")
+    by_hand = midterm.hand_graded(root, args.assignment)
     results = pipeline.autograde(root, args.assignment, jobs=args.jobs)
     failed = [g.student for g in results if not g.ok]
+    kept = midterm.keep_hand_graded(root, args.assignment, by_hand)
     lines = midterm.moved(before, midterm.scores(root, args.assignment))
-    print(f"regraded {len(results)} submissions of {args.assignment}; hand grades kept")
+    print(f"regraded {len(results)} submissions of {args.assignment}; {kept} written answers "
+          "graded by hand kept as graded, with their comments")  # fmt: skip
     print("\n".join(lines) if lines else "no student's points changed")
     if failed:
         print(f"NOT GRADED (their earlier points kept): {', '.join(failed)}")

@@ -130,6 +130,42 @@ def scores(root: Path, assignment: str) -> dict[str, float]:
         return {s.student.id: float(s.score) for s in found.submissions}
 
 
+def hand_graded(root: Path, assignment: str) -> set[tuple[str, str, str]]:
+    """The written answers of ``assignment`` already graded by hand: (student, notebook, cell)."""
+    with warnings.catch_warnings(), Gradebook(db_url(root)) as gb:
+        warnings.simplefilter("ignore")
+        try:
+            found = gb.find_assignment(assignment)
+        except MissingEntry:
+            return set()
+        return {
+            (submission.student.id, notebook.name, grade.name)
+            for submission in found.submissions
+            for notebook in submission.notebooks
+            for grade in notebook.grades
+            if grade.manual_score is not None and not grade.needs_manual_grade
+        }
+
+
+def keep_hand_graded(root: Path, assignment: str, graded: set[tuple[str, str, str]]) -> int:
+    """After a regrade of the same submissions, mark the written answers in ``graded`` as graded
+    again (nbgrader marks every cell with a hand grade for review when it autogrades again; the
+    answers did not change, only the tests). Cells the autograder scores keep nbgrader's rule.
+    Return how many were kept."""
+    kept = 0
+    with warnings.catch_warnings(), Gradebook(db_url(root)) as gb:
+        warnings.simplefilter("ignore")
+        for student, notebook, cell in sorted(graded):
+            try:
+                grade = gb.find_grade(cell, notebook, assignment, student)
+            except MissingEntry:
+                continue
+            if grade.auto_score is None and grade.manual_score is not None:
+                grade.needs_manual_grade, kept = False, kept + 1
+        gb.db.commit()
+    return kept
+
+
 def moved(before: dict[str, float], after: dict[str, float]) -> list[str]:
     """A line per student whose points changed between two :func:`scores`."""
     lines = []

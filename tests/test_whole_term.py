@@ -114,8 +114,9 @@ def grade_by_hand(root: Path, assignment: str) -> None:
             for notebook in submission.notebooks:
                 blank = submission.student.id == "s30"
                 for grade in notebook.grades:
-                    if grade.needs_manual_grade:
+                    if grade.needs_manual_grade:  # as formgrader saves a score
                         grade.manual_score = 0 if blank else grade.max_score
+                        grade.needs_manual_grade = False
                 for comment in notebook.comments[:1]:
                     comment.manual_comment = f"well argued, {submission.student.id}"
         gb.db.commit()

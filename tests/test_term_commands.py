@@ -209,3 +209,28 @@ def test_forget_takes_an_extension_waiting_for_grading(course: Path) -> None:
     assert main(["--root", str(course), "extension", A, "lou", "--hours", "7"]) == 0
     assert main(["--root", str(course), "forget", "kim", "--yes"]) == 0
     assert json.loads((course / deadlines.PENDING).read_text()) == {f"{A}/lou": 7}
+
+
+def test_publish_writes_the_public_part_and_never_the_solutions(
+    course: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    cli = ["--root", str(course)]
+    for name in ("course", "student"):  # the packages a public copy needs, small stand-ins here
+        (course / name).mkdir()
+        (course / name / "__init__.py").write_text("")
+    (course / "LICENSE").write_text("MIT")
+    public = tmp_path / "public"
+    assert main([*cli, "publish", str(public)]) == 2  # no address yet
+    assert main([*cli, "address", "https://github.com/me/public"]) == 0
+    assert main([*cli, "publish", str(public)]) == 0
+    assert sorted(p.name for p in public.iterdir()) == [
+        "LICENSE", "README.md", "course", "release", "student"
+    ]  # fmt: skip
+    assert (public / "release" / A / NOTEBOOK).is_file()
+    assert (
+        "git+https://github.com/me/public#subdirectory=student"
+        in (public / "README.md").read_text()
+    )
+    assert not list(public.rglob("source")) and not list(public.rglob("*.db"))
+    assert main([*cli, "publish", str(course / "inside")]) == 2
+    assert "inside the course" in capsys.readouterr().err

@@ -102,6 +102,15 @@ def test_a_term_on_canvas(tmp_path: Path, capsys: pytest.CaptureFixture) -> None
     graded = pipeline.autograde(root, A, jobs=2)
     assert sorted(g.student for g in graded if g.ok) == ["s01", "s02", "s03", "s04"]
 
+    # before the written answers are graded by hand the grades are not final: nothing is written
+    # (s04's blank answers are the template: nbgrader scores them 0 itself)
+    out = tmp_path / "canvas.csv"
+    argv = ["grades", "--lms", "canvas", "--out", str(out), "--missing", "zero"]
+    assert main([*cli, *argv]) == 2 and not out.exists()
+    said = capsys.readouterr().err
+    assert "not graded yet for 3 students: s01, s02, s03" in said, said
+    assert "--allow-ungraded" in said, said
+
     # the written answers graded by hand (as in formgrader): full marks for s01, none for s02
     with warnings.catch_warnings(), Gradebook(db_url(root)) as gb:
         warnings.simplefilter("ignore")
@@ -116,13 +125,7 @@ def test_a_term_on_canvas(tmp_path: Path, capsys: pytest.CaptureFixture) -> None
         # nbgrader's penalty, computed when autograding, did not see the written answers
         assert late.score == total and 0 < late.late_submission_penalty < total
 
-    # s04's written answers are not graded: the grades are not final, nothing is written
-    out = tmp_path / "canvas.csv"
-    argv = ["grades", "--lms", "canvas", "--out", str(out), "--missing", "zero"]
-    assert main([*cli, *argv]) == 2 and not out.exists()
-    said = capsys.readouterr().err
-    assert "not graded yet for 1 students: s04" in said and "--allow-ungraded" in said, said
-    assert main([*cli, *argv, "--allow-ungraded"]) == 0
+    assert main([*cli, *argv]) == 0  # every written answer graded: the grades are final
     with out.open(newline="") as handle:
         rows = list(csv.reader(handle))
     assert rows[0][:2] == ["Student", "ID"] and rows[0][5] == A
@@ -138,7 +141,6 @@ def test_a_term_on_canvas(tmp_path: Path, capsys: pytest.CaptureFixture) -> None
     export, filled = canvas_export(tmp_path / "export.csv"), tmp_path / "import.csv"
     column = "a_masks=Masks and positions (5501)"
     argv = ["grades", "--lms", "canvas", "--gradebook", str(export), "--out", str(filled)]
-    argv += ["--allow-ungraded"]
     assert main([*cli, *argv, "--assignment", column]) == 0
     with filled.open(newline="", encoding="utf-8-sig") as handle:
         back = list(csv.reader(handle, delimiter=";"))

@@ -96,7 +96,9 @@ def test_the_notebooks_first_cell_installs_the_student_part_from_a_git_clone(
     assert student.stdout.strip().startswith(str(tmp_path / "venv")), student.stdout
 
     files = installed_files(python, scratch)
-    tops = {name.split("/")[0] for name in files}
+    scripts = {name for name in files if name.startswith("../")}  # the console script's path
+    assert {name.rsplit("/", 1)[-1] for name in scripts} == {"course-check"}, scripts
+    tops = {name.split("/")[0] for name in files if name not in scripts}
     assert tops == {"course", "transformers_course-0.1.0.dist-info"}, tops
     tracked = git("ls-files", "course/data", cwd=clone).split("\n")
     missing = set(tracked + CHECKPOINTS) - set(files)

@@ -218,11 +218,12 @@ def test_course_progress_is_a_sub_command(tmp_path: Path) -> None:
 
 
 def test_the_student_parts_check_is_the_one_a_names(tmp_path: Path) -> None:
-    """A's text names `python -m course.check`; the student part installs it as `course-check`
-    (not `course`, the instructor's command); it runs the visible tests of a notebook."""
-    text = (REPO / "release" / A / NB).read_text()
-    assert "python -m course.check masks_and_positions.ipynb" in text
-    assert "course check release/" not in text
+    """Every notebook's text names `python -m course.check`; the student part installs it as
+    `course-check` (not `course`, the instructor's command); it runs the visible tests."""
+    for notebook in sorted((REPO / "release").glob("*/*.ipynb")):
+        text = notebook.read_text()
+        assert f"python -m course.check {notebook.name}" in text, notebook
+        assert "course check release/" not in text, notebook
     scripts = tomllib.loads((REPO / "student" / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts == {"course-check": "course.check:main"}  # `course` is the instructor's
     shutil.copy(REPO / "release" / A / NB, tmp_path / NB)

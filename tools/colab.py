@@ -54,10 +54,7 @@ MARKER = "# Colab, or a Python without the course: install its student part"
 CELL_ID = "colab-install"
 DOCS = REPO / "docs" / "colab.md"
 TESTED = REPO / "tools" / "install_tested.json"
-GRADING_ERROR = (
-    "the grading kernel cannot import the course package: "
-    "the grader's environment is broken; nothing was installed"
-)
+GRADING_ERROR = "the grading kernel cannot import the course: nothing was installed"
 
 
 RECORD_NOTE = (
@@ -81,19 +78,13 @@ def install_cell_source(repository: str = REPOSITORY) -> str:
     """The first cell of every notebook: install the student part unless it is importable,
     and never while grading."""
     return (
-        f"{MARKER} (once; nothing happens\n"
-        "# where the course is installed: `make setup`, a JupyterHub; grading never installs).\n"
-        "import importlib.util\n"
-        "import os\n"
-        "import subprocess\n"
-        "import sys\n"
+        f"{MARKER} (once). Nothing\n"
+        "# happens where the course is installed; grading never installs.\n"
+        "import importlib.util, os, subprocess, sys\n"
         "\n"
         'if importlib.util.find_spec("course") is None:\n'
         '    if os.environ.get("NBGRADER_EXECUTION"):\n'
-        "        raise RuntimeError(\n"
-        '            "the grading kernel cannot import the course package: "\n'
-        '            "the grader\'s environment is broken; nothing was installed"\n'
-        "        )\n"
+        f'        raise RuntimeError("{GRADING_ERROR}")\n'
         f'    package = "{install_line(repository)}"\n'
         '    subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)\n'
         "    importlib.invalidate_caches()  # the new package importable in this kernel"

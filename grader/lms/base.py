@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
@@ -30,7 +31,7 @@ from typing import ClassVar
 
 from nbgrader.api import Gradebook
 
-from grader.lms.roster import Person, find
+from grader.lms.roster import Person, find, squeeze
 from grader.lms.worksheet import WorksheetRow
 from grader.shared.paths import CourseError
 
@@ -64,6 +65,54 @@ class Sheet:
     newline: str = "\n"
     encoding: str = "utf-8"
     quote_all: bool = False  # every cell in quotes (as Blackboard writes)
+
+
+Titles = Callable[[str], tuple[str, ...] | None]
+
+
+@dataclass
+class GradebookFile:
+    """An LMS's gradebook export being filled: the ``sheet`` read from ``source``, the course's
+    assignments ``names`` to find columns for (``columns``: the header the user chose for each,
+    or ''), the course's gradebook ``gb`` and folder ``root``."""
+
+    sheet: Sheet
+    names: list[str]
+    columns: dict[str, str]
+    gb: Gradebook
+    root: Path
+    source: Path
+
+    @property
+    def header(self) -> list[str]:
+        return self.sheet.rows[0]
+
+    def assignment_columns(self, titles: Titles) -> dict[str, int]:
+        """The column of each assignment, by the header chosen or by the LMS's ``titles``."""
+        return {
+            n: find_column(self.header, n, self.columns.get(n, ""), self.source, titles)
+            for n in self.names
+        }
+
+
+def find_column(header: list[str], name: str, wanted: str, source: Path, titles: Titles) -> int:
+    """The column of assignment ``name``: ``wanted`` (a whole header, or any of the names that
+    ``titles`` reads in a header: its title, its LMS id), else the one whose title (the first
+    of ``titles``) is the assignment's name. ``titles`` returns None for a column that is no
+    grade item's."""
+    titled = [(i, h, t) for i, h in enumerate(header) if (t := titles(h))]
+    if wanted:
+        hits = [i for i, h, t in titled if wanted in (h, *(x for x in t if x))]
+    else:
+        hits = [i for i, _, t in titled if squeeze(t[0]) == squeeze(name)]
+    if len(hits) == 1:
+        return hits[0]
+    listed = ", ".join(repr(h) for _, h, _ in titled[:12] if h) or "none"
+    what = f"column {wanted!r}" if wanted else f"column titled as the assignment {name}"
+    raise CourseError(
+        f"{source} has {'more than one' if hits else 'no'} {what} (its columns: {listed}): "
+        f"say which column takes {name}'s grades, --assignment '{name}=COLUMN'."
+    )
 
 
 class LmsSystem(ABC):
@@ -135,18 +184,9 @@ class LmsSystem(ABC):
         return first, last
 
     @abstractmethod
-    def gradebook(
-        self,
-        sheet: Sheet,
-        names: list[str],
-        columns: dict[str, str],
-        gb: Gradebook,
-        root: Path,
-        source: Path,
-    ) -> tuple[dict[str, int], dict[int, str | None]]:
-        """In the LMS's own gradebook export ``sheet`` (read from ``source``): the column of
-        each assignment of ``names`` (``columns`` gives the header the user chose, or '') and
-        each student row's course student (None: no one of the course); refuse a file that is
+    def gradebook(self, export: GradebookFile) -> tuple[dict[str, int], dict[int, str | None]]:
+        """In the LMS's own gradebook export: the column of each assignment of ``export.names``
+        and each student row's course student (None: no one of the course); refuse a file that is
         not this LMS's export with a message saying what to export."""
 
     @abstractmethod

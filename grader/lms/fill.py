@@ -16,14 +16,12 @@ import codecs
 import csv
 import io
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 from nbgrader.api import Gradebook
 
 from grader.lms import system
-from grader.lms.base import Sheet
-from grader.lms.roster import squeeze
+from grader.lms.base import GradebookFile, Sheet
 from grader.shared.paths import CourseError
 
 BOMS = [(codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"),
@@ -91,33 +89,11 @@ def fill(
     if not sheet.rows:
         raise CourseError(f"{source} is empty: export the gradebook from the LMS again.")
     names = [a.name for a in plugin.chosen(gb)]
-    targets, owners = system(lms).gradebook(sheet, names, columns, gb, root, source)
+    export = GradebookFile(sheet, names, columns, gb, root, source)
+    targets, owners = system(lms).gradebook(export)
     left = _write_cells(sheet, plugin, gb, targets, owners)
     write_sheet(sheet, out)
     return left
-
-
-Titles = Callable[[str], tuple[str, ...] | None]
-
-
-def find_column(header: list[str], name: str, wanted: str, source: Path, titles: Titles) -> int:
-    """The column of assignment ``name``: ``wanted`` (a whole header, or any of the names that
-    ``titles`` reads in a header: its title, its LMS id), else the one whose title (the first
-    of ``titles``) is the assignment's name. ``titles`` returns None for a column that is no
-    grade item's."""
-    titled = [(i, h, t) for i, h in enumerate(header) if (t := titles(h))]
-    if wanted:
-        hits = [i for i, h, t in titled if wanted in (h, *(x for x in t if x))]
-    else:
-        hits = [i for i, _, t in titled if squeeze(t[0]) == squeeze(name)]
-    if len(hits) == 1:
-        return hits[0]
-    listed = ", ".join(repr(h) for _, h, _ in titled[:12] if h) or "none"
-    what = f"column {wanted!r}" if wanted else f"column titled as the assignment {name}"
-    raise CourseError(
-        f"{source} has {'more than one' if hits else 'no'} {what} (its columns: {listed}): "
-        f"say which column takes {name}'s grades, --assignment '{name}=COLUMN'."
-    )
 
 
 def header_index(header: list[str], *names: str) -> int | None:

@@ -51,9 +51,9 @@ from pathlib import Path
 
 from nbgrader.api import Gradebook
 
-from grader.lms.base import ANY_FOLDER, LmsFile, LmsSystem, Sheet, named
+from grader.lms.base import ANY_FOLDER, GradebookFile, LmsFile, LmsSystem, named
 from grader.lms.export import LmsExport
-from grader.lms.fill import find_column, header_index
+from grader.lms.fill import header_index
 from grader.lms.roster import Person, find
 from grader.shared.paths import CourseError
 
@@ -172,25 +172,17 @@ class Blackboard(LmsSystem):
     def lasting_id(self, chosen: LmsFile) -> str:
         return chosen.lms_id  # the Username: the Grade Center's key
 
-    def gradebook(
-        self,
-        sheet: Sheet,
-        names: list[str],
-        columns: dict[str, str],
-        gb: Gradebook,
-        root: Path,
-        source: Path,
-    ) -> tuple[dict[str, int], dict[int, str | None]]:
-        header = sheet.rows[0]
+    def gradebook(self, export: GradebookFile) -> tuple[dict[str, int], dict[int, str | None]]:
+        header = export.header
         user = header_index(header, "Username")
         if user is None:
             raise CourseError(
-                f"{source} is not a Blackboard Grade Center download (no Username column): "
+                f"{export.source} is not a Blackboard Grade Center download (no Username column): "
                 "download it from Grade Center, Work Offline, Download (Ultra: Gradebook, "
                 "Download), with the users' information."
             )
-        targets = {n: find_column(header, n, columns.get(n, ""), source, _titles) for n in names}
-        return targets, _owners(sheet.rows, gb, user, header_index(header, "Student ID"))
+        owners = _owners(export.sheet.rows, export.gb, user, header_index(header, "Student ID"))
+        return export.assignment_columns(_titles), owners
 
     def feedback_entry(self, prefix: str, notebook: str) -> str:
         return f"{prefix}_{notebook}_feedback.html"

@@ -48,9 +48,9 @@ from pathlib import Path
 
 from nbgrader.api import Gradebook
 
-from grader.lms.base import ANY_FOLDER, LmsFile, LmsSystem, Sheet, named
+from grader.lms.base import ANY_FOLDER, GradebookFile, LmsFile, LmsSystem, named
 from grader.lms.export import LmsExport
-from grader.lms.fill import find_column, header_index
+from grader.lms.fill import header_index
 from grader.lms.roster import squeeze
 from grader.shared.paths import CourseError
 
@@ -131,28 +131,20 @@ class Brightspace(LmsSystem):
             return first.strip(), last.strip()
         return super().split_name(name)
 
-    def gradebook(
-        self,
-        sheet: Sheet,
-        names: list[str],
-        columns: dict[str, str],
-        gb: Gradebook,
-        root: Path,
-        source: Path,
-    ) -> tuple[dict[str, int], dict[int, str | None]]:
-        header = sheet.rows[0]
+    def gradebook(self, export: GradebookFile) -> tuple[dict[str, int], dict[int, str | None]]:
+        header = export.header
         org, user = header_index(header, "OrgDefinedId"), header_index(header, "Username")
         if org is None and user is None:
             raise CourseError(
-                f"{source} is not a Brightspace grades export (no OrgDefinedId or Username "
+                f"{export.source} is not a Brightspace grades export (no OrgDefinedId or Username "
                 "column): export it from Grades, Export, with Org Defined ID and Username and "
                 "the grade items' points."
             )
         if header_index(header, END) is None:  # the import needs it; the export always has it
-            for row in sheet.rows:
+            for row in export.sheet.rows:
                 row.append(END if row is header else "#")
-        targets = {n: find_column(header, n, columns.get(n, ""), source, _titles) for n in names}
-        return targets, _owners(sheet.rows, gb, org, user, header_index(header, "Email"))
+        owners = _owners(export.sheet.rows, export.gb, org, user, header_index(header, "Email"))
+        return export.assignment_columns(_titles), owners
 
     def feedback_entry(self, prefix: str, notebook: str) -> str:
         if prefix.endswith(" - "):  # the flat form: the file's name begins with the prefix

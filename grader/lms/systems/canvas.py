@@ -39,9 +39,8 @@ from nbgrader.api import Gradebook
 from nbgrader.plugins import FileNameCollectorPlugin
 from traitlets import Unicode
 
-from grader.lms.base import ANY_FOLDER, LmsFile, LmsSystem, Sheet, named
+from grader.lms.base import ANY_FOLDER, GradebookFile, LmsFile, LmsSystem, named
 from grader.lms.export import LmsExport
-from grader.lms.fill import find_column
 from grader.shared.paths import CourseError
 
 LATE = r"[Ll][Aa][Tt][Ee]"
@@ -116,19 +115,9 @@ class Canvas(LmsSystem):
     def split_name(self, name: str) -> tuple[str, str]:
         return "", ""  # Canvas's "lastfirst" cannot be split
 
-    def gradebook(
-        self,
-        sheet: Sheet,
-        names: list[str],
-        columns: dict[str, str],
-        gb: Gradebook,
-        root: Path,
-        source: Path,
-    ) -> tuple[dict[str, int], dict[int, str | None]]:
-        header = sheet.rows[0]
-        _check_header(header, source)
-        targets = {n: find_column(header, n, columns.get(n, ""), source, _titles) for n in names}
-        return targets, _owners(sheet.rows, gb)
+    def gradebook(self, export: GradebookFile) -> tuple[dict[str, int], dict[int, str | None]]:
+        _check_header(export.header, export.source)
+        return export.assignment_columns(_titles), _owners(export.sheet.rows, export.gb)
 
     def feedback_entry(self, prefix: str, notebook: str) -> str:
         return f"{prefix}{notebook}_feedback.html"  # the download's own name: Canvas matches it

@@ -36,10 +36,9 @@ from nbgrader.plugins import FileNameCollectorPlugin
 from traitlets import Unicode
 
 from grader.lms import worksheet
-from grader.lms.base import ANY_FOLDER, LmsFile, LmsSystem, Sheet, named
+from grader.lms.base import ANY_FOLDER, GradebookFile, LmsFile, LmsSystem, named
 from grader.lms.collect import read_record
 from grader.lms.export import LmsExport
-from grader.lms.fill import find_column
 from grader.shared.paths import CourseError
 
 GRADE_HEADERS = {  # get_string('grade') in Moodle's language packs
@@ -104,28 +103,18 @@ class Moodle(LmsSystem):
         """The worksheet's time (already in UTC), none without a worksheet."""
         return (row.modified, row.submitted) if row else ("", None)
 
-    def gradebook(
-        self,
-        sheet: Sheet,
-        names: list[str],
-        columns: dict[str, str],
-        gb: Gradebook,
-        root: Path,
-        source: Path,
-    ) -> tuple[dict[str, int], dict[int, str | None]]:
-        header, rows = sheet.rows[0], sheet.rows
+    def gradebook(self, export: GradebookFile) -> tuple[dict[str, int], dict[int, str | None]]:
+        rows, names, source = export.sheet.rows, export.names, export.source
         first = rows[1][0].strip() if len(rows) > 1 and rows[1] else ""
         if not worksheet.IDENTIFIER.match(first):
-            chosen = {n: columns.get(n, "") for n in names}
-            targets = {n: find_column(header, n, c, source, _titles) for n, c in chosen.items()}
-            return targets, _owners(rows, gb)
+            return export.assignment_columns(_titles), _owners(rows, export.gb)
         if len(names) != 1:
             raise CourseError(
                 f"{source} is a grading worksheet, which is one assignment's: choose it with "
                 "--assignment NAME."
             )
-        column = _worksheet_grade_column(header, columns.get(names[0], ""), source)
-        return {names[0]: column}, _worksheet_owners(rows, root, names[0], source)
+        column = _worksheet_grade_column(export.header, export.columns.get(names[0], ""), source)
+        return {names[0]: column}, _worksheet_owners(rows, export.root, names[0], source)
 
     def feedback_entry(self, prefix: str, notebook: str) -> str:
         return f"{prefix}/{notebook}_feedback.html"

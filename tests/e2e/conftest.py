@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -24,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from labui import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, LabServer
+from labui import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, LabServer, lab_address
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 SERVER_START_TIMEOUT = 120  # seconds; the first start of JupyterLab on a busy 2-core machine
@@ -40,12 +38,6 @@ LAB_SETTINGS = {
     },
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
 }
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -102,20 +94,10 @@ def lab(e2e_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[La
         }
     )
     env.pop("COURSE_DB", None)  # the copy's own gradebook, whatever the caller's shell says
-    port, token = _free_port(), secrets.token_hex(16)
+    port, token, options = lab_address()
     # The instructor's documented command (`make formgrader` runs it): JupyterLab on the course
     # folder, found from the working directory; the options after `--` go to JupyterLab.
-    command = [
-        str(Path(sys.executable).parent / "course"),
-        "lab",
-        "--",
-        "--ServerApp.ip=127.0.0.1",
-        f"--ServerApp.port={port}",
-        "--ServerApp.port_retries=0",
-        "--ServerApp.open_browser=False",
-        f"--IdentityProvider.token={token}",
-        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-    ]
+    command = [str(Path(sys.executable).parent / "course"), "lab", "--", *options]
     log = home / "server.log"
     with log.open("w") as out:
         # Its own process group: the kernels it starts are stopped with it.

@@ -14,10 +14,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,7 +24,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from labui import NOTEBOOK, REPO, LabServer, open_notebook, screenshot
+from labui import NOTEBOOK, REPO, LabServer, lab_address, open_notebook, screenshot
 from playwright.sync_api import Locator, Page, expect
 
 from grader.coordinator import lab
@@ -72,22 +70,9 @@ def study_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
     }
     env.pop("COURSE_FAST", None)  # a learner's kernel, not a grading one
     env.pop("NBGRADER_EXECUTION", None)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    token = secrets.token_hex(16)
+    port, token, options = lab_address()
     # JupyterLab as `make lab` starts it (grader/coordinator/lab.py), on the scratch folder.
-    command = lab.command(
-        root,
-        [
-            "--ServerApp.ip=127.0.0.1",
-            f"--ServerApp.port={port}",
-            "--ServerApp.port_retries=0",
-            "--ServerApp.open_browser=False",
-            f"--IdentityProvider.token={token}",
-            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-        ],
-    )
+    command = lab.command(root, options)
     log = home / "server.log"
     with log.open("w") as out:
         process = subprocess.Popen(

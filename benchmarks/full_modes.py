@@ -3,6 +3,7 @@
     python benchmarks/full_modes.py                 # every notebook, A to H
     python benchmarks/full_modes.py --only d,e,h    # some of them
     python benchmarks/full_modes.py --table-only    # the table again from what was recorded
+    python benchmarks/full_modes.py --only e --beside avx2   # another machine, kept beside
 
 Full mode is the notebook as an instructor or a self-learner runs it (``COURSE_FAST`` and
 ``NBGRADER_EXECUTION`` unset: the experiments as the text describes them), executed as
@@ -102,10 +103,17 @@ def described(box: dict | None) -> str:
     )
 
 
-def measure(letter: str, timeout: int, label: str = "") -> tuple[dict, dict]:
+def key(letter: str, beside: str = "") -> str:
+    """The name of a run's record and row: the letter, or ``LETTER-NAME`` for a run kept beside
+    the main one (``--beside NAME``: another machine), which the notebooks' texts do not quote."""
+    return f"{letter}-{beside}" if beside else letter
+
+
+def measure(letter: str, timeout: int, label: str = "", beside: str = "") -> tuple[dict, dict]:
     """Run one notebook in full mode; its figures, and its record (what its cells printed, the
     seconds of its slow cells)."""
     title, path = NOTEBOOKS[letter]
+    title += f" ({beside})" if beside else ""
     box = machine() | ({"label": label} if label else {})
     before = os.getloadavg()[0]
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -120,7 +128,8 @@ def measure(letter: str, timeout: int, label: str = "") -> tuple[dict, dict]:
     slow = slow_cells(nb)
     RECORDS.mkdir(parents=True, exist_ok=True)
     record = {"machine": box, "printed": printed, "seconds of the cells over 2 s": slow}
-    (RECORDS / f"{letter}.json").write_text(json.dumps(record, indent=1, ensure_ascii=False))
+    text = json.dumps(record, indent=1, ensure_ascii=False)
+    (RECORDS / f"{key(letter, beside)}.json").write_text(text)
     return record, {
         "notebook": title,
         "seconds": round(seconds, 1),
@@ -198,17 +207,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--timeout", type=int, default=3600, help="seconds per cell at most")
     parser.add_argument("--table-only", action="store_true", help="rewrite the table, run none")
     parser.add_argument("--label", default="", help="the machine, if not this CPU (a GPU's name)")
+    parser.add_argument(
+        "--beside",
+        default="",
+        metavar="NAME",
+        help="keep the run beside the main record, as "
+        "LETTER-NAME (another machine; the texts quote the main one)",
+    )
     parser.add_argument("--quiet", action="store_true", help="times only, not what cells printed")
     args = parser.parse_args(argv)
     letters = [c for c in args.only.lower() if c.isalpha()]
+    if args.beside and not args.beside.replace("_", "").isalnum():
+        raise SystemExit(f"--beside {args.beside!r}: letters, digits and _ only")
     unknown = sorted(set(letters) - set(NOTEBOOKS))
     if unknown:
         raise SystemExit(f"no notebook {', '.join(unknown)}: choose among {''.join(NOTEBOOKS)}")
     results = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
     for letter in [] if args.table_only else letters:
         print(f"{NOTEBOOKS[letter][0]}: running in full mode ...", flush=True)
-        record, results[letter] = measure(letter, args.timeout, args.label)
-        r = results[letter]
+        name = key(letter, args.beside)
+        record, results[name] = measure(letter, args.timeout, args.label, args.beside)
+        r = results[name]
         if not args.quiet:
             print(figures(record))
         print(f"  {r['seconds']:.0f} s wall, {r['cpu_seconds']:.0f} s CPU, load {r['load']}")

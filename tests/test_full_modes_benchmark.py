@@ -69,3 +69,15 @@ def test_the_machine_record_measures_both_matmuls() -> None:
     box = full_modes.machine(seconds=0.05)
     assert box["processor"] and box["cores"] >= 1
     assert box["float32_gflops"] > 0 and box["bfloat16_gflops"] > 0
+
+
+def test_a_run_on_another_machine_is_kept_beside_the_main_record() -> None:
+    assert full_modes.key("e") == "e" and full_modes.key("e", "avx2") == "e-avx2"
+    results = {
+        "e": FIGURES | {"seconds": 250.0, "date": "x"},
+        "e-avx2": FIGURES | {"notebook": "E, pretraining (avx2)", "seconds": 700.0, "date": "y"},
+    }
+    rows = [line for line in full_modes.table(results).splitlines() if line.startswith("| E")]
+    assert [row.split(" | ")[0] for row in rows] == ["| E, pretraining", "| E, pretraining (avx2)"]
+    with pytest.raises(SystemExit, match="letters, digits and _ only"):
+        full_modes.main(["--only", "e", "--beside", "../x"])

@@ -89,9 +89,7 @@ def _row(action: argparse.Action) -> str:
     if isinstance(action, argparse._AppendAction) and "repeatable" not in words:
         extra.append("repeatable")
     note = f" ({'; '.join(extra)})" if extra else ""
-    cell = (words + note).strip().replace("|", "\\|")
-    name = _name(action).replace("|", "\\|")
-    return f"| `{name}` | {cell} |"
+    return f"- `{_name(action)}`: {(words + note).strip()}"
 
 
 def _section(words: list[str], p: argparse.ArgumentParser, help_: str, depth: int) -> list[str]:
@@ -101,7 +99,6 @@ def _section(words: list[str], p: argparse.ArgumentParser, help_: str, depth: in
     shown = [a for a in actions if not isinstance(a, argparse._SubParsersAction)]
     groups = p._mutually_exclusive_groups
     if shown:
-        lines += ["| argument | what it does |", "|---|---|"]
         lines += [_row(a) for a in shown]
         lines.append("")
     for group in groups:
@@ -124,7 +121,6 @@ def page() -> str:
     assert sub is not None
     helps = {c.dest: c.help or "" for c in sub._choices_actions}
     lines = [HEAD, "## Options of every sub-command", ""]
-    lines += ["| argument | what it does |", "|---|---|"]
     lines += [
         _row(a)
         for a in top._actions

@@ -23,11 +23,9 @@ HEAD = """\
 
 <!-- written by tools/cli_reference.py from grader/coordinator/cli.py: do not edit by hand -->
 
-Generated from the command's own parser (`course --help` and, for one sub-command,
-`course autograde --help` print the same). The command comes with the instructor's install
-([the instructor's tutorial](tutorial-instructor.md#1-install)).
-What a word means: [glossary](glossary.md). How the commands fit together:
-[the instructor's tutorial](tutorial-instructor.md) and [grading a class](grading.md).
+Generated from the command's parser (`course autograde --help` prints the same for one
+sub-command). It comes with the instructor's install
+([tutorial](tutorial-instructor.md#1-install)); how the commands fit together: [term.md](term.md).
 """
 
 

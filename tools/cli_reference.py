@@ -23,11 +23,9 @@ HEAD = """\
 
 <!-- written by tools/cli_reference.py from grader/coordinator/cli.py: do not edit by hand -->
 
-Generated from the command's own parser (`course --help` and, for one sub-command,
-`course autograde --help` print the same). The command comes with the instructor's install
-([the instructor's tutorial](tutorial-instructor.md#1-install)).
-What a word means: [glossary](glossary.md). How the commands fit together:
-[the instructor's tutorial](tutorial-instructor.md) and [grading a class](grading.md).
+Generated from the command's parser (`course autograde --help` prints the same for one
+sub-command). It comes with the instructor's install
+([tutorial](tutorial-instructor.md#1-install)); how the commands fit together: [term.md](term.md).
 """
 
 
@@ -89,9 +87,7 @@ def _row(action: argparse.Action) -> str:
     if isinstance(action, argparse._AppendAction) and "repeatable" not in words:
         extra.append("repeatable")
     note = f" ({'; '.join(extra)})" if extra else ""
-    cell = (words + note).strip().replace("|", "\\|")
-    name = _name(action).replace("|", "\\|")
-    return f"| `{name}` | {cell} |"
+    return f"- `{_name(action)}`: {(words + note).strip()}"
 
 
 def _section(words: list[str], p: argparse.ArgumentParser, help_: str, depth: int) -> list[str]:
@@ -101,7 +97,6 @@ def _section(words: list[str], p: argparse.ArgumentParser, help_: str, depth: in
     shown = [a for a in actions if not isinstance(a, argparse._SubParsersAction)]
     groups = p._mutually_exclusive_groups
     if shown:
-        lines += ["| argument | what it does |", "|---|---|"]
         lines += [_row(a) for a in shown]
         lines.append("")
     for group in groups:
@@ -124,7 +119,6 @@ def page() -> str:
     assert sub is not None
     helps = {c.dest: c.help or "" for c in sub._choices_actions}
     lines = [HEAD, "## Options of every sub-command", ""]
-    lines += ["| argument | what it does |", "|---|---|"]
     lines += [
         _row(a)
         for a in top._actions

@@ -181,28 +181,21 @@ Its first cell installs the student part of the course when `course` cannot be i
 pip install "{line}"
 ```
 
-that is the `course` package with its data and the pretrained checkpoints (pip clones the
-repository and builds its `student/` folder; nothing of the grader, the judge or the answers
-comes with it). Where the course is installed (`make setup`, a
-JupyterHub) the cell does nothing; in a grading kernel it never installs: there a missing
-`course` is the grader's fault, and the cell says so. Run it first, then the notebook as usual.
-Outside Colab the same line installs the course into any Python 3.11 or later. The notebooks that
-train (D, E, G and H) use Colab's GPU when the runtime has one (Runtime > Change runtime type)
-and print which device they train on.
-
-On Colab your work lives in the browser session: save a copy to your Drive (File > Save a copy
-in Drive), or download the notebook, before you close it.
+that is the `course` package with its data and checkpoints, nothing of the grader or the
+answers. Where the course is installed the cell does nothing, and while grading it never
+installs. The same line works in any Python 3.11 or later. The notebooks that train use Colab's
+GPU when the runtime has one (Runtime > Change runtime type). Your work lives in the browser
+session: save a copy to your Drive (File > Save a copy in Drive) or download it before you close
+it.
 
 | assignment | notebook | open |
 |---|---|---|
 {rows}
 
-The repository's address is set in one place, `REPOSITORY` in `tools/colab.py`:
-`python tools/colab.py` rewrites the notebooks' first cells and this page from it, and
-`course release` then carries the cells to `release/`. The tool writes only the cell that the
-real install test (`tests/test_pip_install.py`, in `make test-deep`) has seen work: a `git
-clone` of the repository installed with this very cell into a fresh virtual environment, then
-A's visible tests run there; it records the cell in `tools/install_tested.json`.
+The address is set in one place, `REPOSITORY` in `tools/colab.py`: `python tools/colab.py`
+rewrites the notebooks' first cells and this page, and `course release` carries the cells to
+`release/`. It writes only a cell that `tests/test_pip_install.py` (`make test-deep`) has seen
+install the course from a clone (`tools/install_tested.json`).
 """
 
 

@@ -1,10 +1,10 @@
-"""Write the map of every module into docs/layout.md, one line each, from the modules themselves.
+"""Write the map of every module into docs/layout.md, one short line each, from the modules.
 
     python tools/module_map.py          # rewrite the section "Every module" of docs/layout.md
     python tools/module_map.py --check  # exit 1 if the section is not what the code says
     python tools/module_map.py --help   # this text
 
-Each line is a module's path and the first sentence of its docstring, so the map changes with
+Each line is a module's path and the first clause of its docstring, so the map changes with
 the code: `tests/test_layout.py` fails when a module is added, removed or re-described and the
 map was not written again. A module without a docstring is refused (it would have no line).
 """
@@ -12,6 +12,7 @@ map was not written again. A module without a docstring is refused (it would hav
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -43,12 +44,18 @@ def summary(path: Path) -> str:
     return first if cut < 0 else first[: cut + 1]
 
 
+def short(sentence: str) -> str:
+    """The sentence up to its first colon, parenthesis or semicolon (and, when that is still
+    over ten words, its first comma): what the module is, without how."""
+    text = re.split(r": | \(|; | — ", sentence)[0].rstrip(".")
+    if len(text.split()) > 10:
+        text = text.split(", ")[0]
+    return text.replace("``", "`")
+
+
 def section(root: Path = REPO) -> str:
-    """The map as markdown, between its markers."""
-    rows = ["| module | what it is |", "|---|---|"]
-    for path in modules(root):
-        text = summary(path).replace("|", "\\|")
-        rows.append(f"| `{path.relative_to(root).as_posix()}` | {text} |")
+    """The map as markdown, between its markers: one line a module."""
+    rows = [f"- `{p.relative_to(root).as_posix()}`: {short(summary(p))}" for p in modules(root)]
     return "\n".join([BEGIN, *rows, END])
 
 

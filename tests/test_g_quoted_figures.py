@@ -165,7 +165,15 @@ def test_the_forgetting_figures_of_the_docs_are_the_tools_record() -> None:
     docs = flat((REPO / "docs" / "experiments.md").read_text())
     figures = record("g_forgetting.json")["figures"]
     before, after = figures["before fine-tuning"], figures["after 2 epochs (64 steps)"]
+    long = figures["after 10 epochs (320 steps)"]
     assert f"is {before['corruption_loss']} and the loss on the birthplaces" in docs
     assert f"plain text, {before['place_loss']}; after 64 steps" in docs
-    assert f"they are {after['corruption_loss']} and {after['place_loss']}" in docs
+    assert f"are {after['corruption_loss']} and {after['place_loss']}" in docs
     assert f"with {after['dev_accuracy_percent']}% of the development questions" in docs
+    assert f"after 320 steps, {long['corruption_loss']} and {long['place_loss']}" in docs
+    assert f"with {long['dev_accuracy_percent']}%." in docs
+    text = cell("### What this run shows, and what it took")
+    assert (
+        f"went from {before['place_loss']} before fine-tuning to {after['place_loss']} after 64 "
+        f"steps and {long['place_loss']} after 320." in text
+    ), "G's closing text quotes the forgetting record (tools/stages/g_forgetting.json)"

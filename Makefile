@@ -41,7 +41,7 @@ test-deep: setup  ## the deep tier: every callable of the student part scanned, 
 
 test-fast: lint  ## checks, pipeline units and repository checks, no grading run (docs/speed.md: how long)
 	bash tools/install_system_packages.sh
-	$(BIN)/python -m pytest $(PARALLEL) -m "not slow"
+	$(BIN)/python -m pytest $(PARALLEL) -m "not slow and not deep"
 
 lab: setup  ## JupyterLab on your own copy of the student notebooks, work/ (made once from release/)
 	$(BIN)/python tools/student_copy.py

@@ -265,6 +265,7 @@ ANSWER = (
 )
 
 
+@pytest.mark.slow  # four kernels in a clone: minutes on 2 cores
 def test_compare_shows_the_model_answer_after_an_attempt_only(tmp_path: Path) -> None:
     root = clone(tmp_path)
     folder = root / "work" / A

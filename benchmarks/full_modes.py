@@ -170,13 +170,20 @@ def minutes(seconds: float) -> str:
     return f"{whole} s" if whole < 60 else f"{whole // 60} min {whole % 60:02d} s"
 
 
+def day(date: str) -> str:
+    """The day of a recorded date ("29 Nov 2026 01:36 UTC" -> "2026-11-29"); another text as is."""
+    try:
+        return dt.datetime.strptime(date, "%d %b %Y %H:%M UTC").date().isoformat()
+    except ValueError:
+        return date
+
+
 def table(results: dict[str, dict]) -> str:
     """The markdown table of ``results`` (letter -> figures), A to H, each with its machine."""
     rows = [
-        f"Goal: at most {minutes(GOAL_SECONDS)} each on 2 idle cores. The machine of each row: its "
-        "processor, its cores, and one second of matmuls in float32 and in bfloat16 (GFLOP/s; "
-        "a time scales roughly with the float32 figure, G's with the bfloat16 one where that "
-        "is the larger).",
+        f"Goal: at most {minutes(GOAL_SECONDS)} each on 2 idle cores. Machine: processor, cores "
+        "and GFLOP/s of matmuls in float32 and bfloat16; a time scales with the float32 figure "
+        "(G's with the larger).",
         "",
         "| notebook | full mode, wall clock | CPU (kernel) | load before, after | machine "
         "| measured |",
@@ -187,7 +194,7 @@ def table(results: dict[str, dict]) -> str:
         mark = "" if r["seconds"] <= GOAL_SECONDS else " (over the goal)"
         rows.append(
             f"| {r['notebook']} | {minutes(r['seconds'])}{mark} | {minutes(r['cpu_seconds'])} "
-            f"| {r['load'][0]}, {r['load'][1]} | {described(r.get('machine'))} | {r['date']} |"
+            f"| {r['load'][0]}, {r['load'][1]} | {described(r.get('machine'))} | {day(r['date'])} |"
         )
     return "\n".join(rows)
 

@@ -25,6 +25,7 @@ def test_the_table_says_each_time_and_which_miss_the_goal() -> None:
     rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
     assert rows[1].startswith("| D, language model | 1 min 00 s | 11 min 40 s | 0.1, 1.9 |")
     assert rows[2].startswith("| E, pretraining | 6 min 52 s (over the goal) |")
+    assert rows[2].endswith("| 2026-11-28 |") and rows[1].endswith("| x |")  # the day only
 
 
 def test_only_the_part_between_the_markers_is_rewritten() -> None:

@@ -62,6 +62,17 @@ def test_the_closing_section_quotes_the_recorded_cpu_run() -> None:
     assert "laptop" not in text
 
 
+def test_the_float32_run_is_quoted_with_its_machine() -> None:
+    """The run on a CPU without bfloat16 (``--beside avx2``): its minutes, machine and figures."""
+    text = cell("### What this run shows")
+    run = record("full_modes.json")["g-avx2"]
+    assert f"(AVX2 only, {run['machine']['float32_gflops']:.0f} GFLOP/s in float32)" in text
+    assert f"it took about {round(run['seconds'] / 60)} minutes" in text
+    line = record("full_modes/g-avx2.json")["printed"]["28"].splitlines()[2]
+    assert line.startswith("pretrained, 2 epochs")
+    assert "printed {}%, {}% and {}%".format(*percents(line)) in text
+
+
 def test_every_row_of_the_gpu_table_is_a_recorded_gpu_run() -> None:
     text = cell("### What this run shows")
     runs = record("g_gpu_runs.json")["runs"]

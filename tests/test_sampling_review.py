@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from course import contract
+from course import contract, verify
 from course.h_own_gpt import recipe_checks, token_checks
 from grader.shared import finish, verification
 from judge import h_own_gpt as judge
@@ -65,6 +65,22 @@ def test_the_reference_is_judged_on_the_probabilities_it_draws_from() -> None:
         judged(sampler, case)
 
 
+def test_no_drawn_case_sits_on_a_filter_edge() -> None:
+    """Rounding never decides what a filter keeps: moving top_p by half the margin (300 seeds),
+    or computing in float32 (40), keeps the same tokens as the judge's float64."""
+    for seed in range(300):
+        for case in token_checks.sample_cases(seed):
+            args = (case["logits"], case["temperature"], case["top_k"])
+            kept = torch.tensor(judge.distribution(*args, case["top_p"])) > 0
+            if case["top_p"] is not None:
+                for nudge in (-token_checks.EDGE / 2, token_checks.EDGE / 2):
+                    moved = torch.tensor(judge.distribution(*args, case["top_p"] + nudge)) > 0
+                    assert torch.equal(moved, kept), (seed, case)
+            if seed < 40:  # the reference, in float32, keeps the same tokens
+                got = token_checks.observe_sampling(reference_sampler(), case)
+                assert torch.equal(got["drawn_from"] > 0, kept), (seed, case)
+
+
 def test_the_verdict_does_not_hang_on_the_stream_when_the_probabilities_are_known() -> None:
     """The flake's case: draws that never hit top-p's crossing token (as a rare stream could give),
     from the right probabilities: the verdict follows the probabilities."""
@@ -103,6 +119,26 @@ def test_the_observation_ignores_the_state_the_notebook_left() -> None:
     assert torch.equal(torch.get_rng_state(), rng)
     assert torch.equal(left["draws"], clean["draws"])
     assert torch.equal(left["drawn_from"], clean["drawn_from"])
+
+
+def test_the_kernel_draws_the_judges_cases_whatever_the_notebook_left(tmp_path) -> None:
+    """A notebook that left float64 as the default dtype and autocast open: the kernel's hidden
+    cases are still the judge's (drawn in float32), and the judge passes the reference."""
+    namespace = {"sample_next": reference_sampler()}
+    clean, left = tmp_path / "clean.pt", tmp_path / "left.pt"
+    verify.observe("h_own_gpt", 31, str(clean), namespace)
+    torch.set_default_dtype(torch.float64)
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            verify.observe("h_own_gpt", 31, str(left), namespace)
+        assert torch.get_default_dtype() == torch.float64  # given back as it was
+    finally:
+        torch.set_default_dtype(torch.float32)
+    got = torch.load(left, weights_only=True)["test_sample_hidden"]
+    expected = torch.load(clean, weights_only=True)["test_sample_hidden"]
+    for one, other in zip(got, expected, strict=True):
+        assert torch.equal(one["drawn_from"], other["drawn_from"])
+    judge.sample_hidden(31, got)  # passes
 
 
 def test_a_sampler_of_another_style_is_judged_on_its_frequencies() -> None:

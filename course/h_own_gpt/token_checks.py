@@ -83,6 +83,42 @@ VISIBLE_MISTAKES: list[dict[str, list[float]]] = [
 ]
 
 
+EDGE = 1e-3  # how far every drawn case stays from a filter's edge
+
+
+def _clear_of_edges(
+    logits: torch.Tensor, temperature: float, top_k: int | None, top_p: float | None
+) -> bool:
+    """Whether no filter of the case sits on its edge (float64): no running total of top-p within
+    EDGE of top_p, and, where top-k is followed by top-p, its k-th and (k+1)-th logits apart by
+    EDGE. There float32 and float64 keep the same tokens, whatever order a sampler sums in."""
+    z = logits.double() / temperature
+    if top_k is not None and top_p is not None:
+        values = torch.sort(z, descending=True).values
+        if values[top_k - 1] - values[top_k] < EDGE:
+            return False
+        z = z.masked_fill(z < values[top_k - 1], float("-inf"))
+    if top_p is None:
+        return True
+    probs = torch.sort(torch.softmax(z, 0), descending=True).values
+    before = torch.cumsum(probs, 0) - probs  # the running total before each token
+    return bool(((before - top_p).abs() >= EDGE).all())
+
+
+def _logits(k: int, gen: torch.Generator) -> torch.Tensor:
+    """The row of case ``k``: continuous logits, or (k = 3) three strong tokens, a weak 4th and a
+    heavy tail, so that top-p must follow top-k."""
+    vocab = int(torch.randint(6, 14, (1,), generator=gen))
+    logits = torch.randn(vocab, generator=gen) * 1.5
+    if k == 3:
+        vocab = int(torch.randint(10, 14, (1,), generator=gen))
+        strong = 2.0 + 0.3 * torch.rand(3, generator=gen)
+        tail = 0.4 * torch.rand(vocab - 4, generator=gen)
+        logits = torch.cat([strong, torch.tensor([0.5]), tail])
+        logits = logits[torch.randperm(vocab, generator=gen)]
+    return logits
+
+
 def sample_cases(seed: int) -> list[dict]:
     """Logits, temperatures, top_k and top_p drawn from ``seed``.
 
@@ -90,29 +126,27 @@ def sample_cases(seed: int) -> list[dict]:
     but for two ties made on purpose (and one row where top-p on what top-k left and top-p on
     every token keep different sets): at the top of every row (two most probable tokens, each
     below one half, so top-p keeps both), and, where top_k is used alone, between the k-th and
-    the (k+1)-th largest logits (top-k must keep both).
+    the (k+1)-th largest logits (top-k must keep both). A row whose filters sit within EDGE of
+    an edge is drawn again: there rounding, not the rule, would decide which tokens stay.
     """
     gen = torch.Generator().manual_seed(seed)
     cases = []
     for k in range(6):
-        vocab = int(torch.randint(6, 14, (1,), generator=gen))
-        logits = torch.randn(vocab, generator=gen) * 1.5
-        if k == 3:  # three strong tokens, a weak 4th, a heavy tail: top-p must follow top-k
-            vocab = int(torch.randint(10, 14, (1,), generator=gen))
-            strong = 2.0 + 0.3 * torch.rand(3, generator=gen)
-            tail = 0.4 * torch.rand(vocab - 4, generator=gen)
-            logits = torch.cat([strong, torch.tensor([0.5]), tail])
-            logits = logits[torch.randperm(vocab, generator=gen)]
-        order = torch.argsort(logits, descending=True)
-        logits[order[1]] = logits[order[0]]  # a tie at the top
         top_k = [None, 3, None, 4, 2, 5][k]
         top_p = [None, None, 0.7, 0.8, None, 0.9][k]
-        if top_k is not None and top_p is None:
-            logits[order[top_k]] = logits[order[top_k - 1]]  # a tie at the k-th logit
+        temperature = [1.0, 0.7, 1.6, 1.0, 0.8, 1.3][k]
+        while True:
+            logits = _logits(k, gen)
+            order = torch.argsort(logits, descending=True)
+            logits[order[1]] = logits[order[0]]  # a tie at the top
+            if top_k is not None and top_p is None:
+                logits[order[top_k]] = logits[order[top_k - 1]]  # a tie at the k-th logit
+            if _clear_of_edges(logits, temperature, top_k, top_p):
+                break
         cases.append(
             {
                 "logits": logits,
-                "temperature": [1.0, 0.7, 1.6, 1.0, 0.8, 1.3][k],
+                "temperature": temperature,
                 "top_k": top_k,
                 "top_p": top_p,
                 "seed": int(torch.randint(0, 2**31 - 1, (1,), generator=gen)),

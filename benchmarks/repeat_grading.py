@@ -14,7 +14,6 @@ every autograded point, then the counts, and exits 1 when any did not.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import tempfile
@@ -22,7 +21,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from grader.coordinator import demo, pipeline
+from grader.coordinator import demo, pipeline, release
 from grader.shared.paths import use_this_python
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,14 +44,7 @@ def class_of_references(folder: Path, assignment: str, times: int) -> list[str]:
 
 def autograded_points(path: Path) -> float:
     """The points of a source notebook's test cells (what autograding can give)."""
-    cells = json.loads(path.read_text())["cells"]
-    return sum(
-        meta.get("points", 0)
-        for cell in cells
-        if (meta := cell.get("metadata", {}).get("nbgrader", {})).get("grade")
-        and cell["cell_type"] == "code"
-        and not meta.get("solution")
-    )
+    return release.notebook_points(path)[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         counts["full" if full else "not full"] += 1
         for e in [] if full else graded.events:
             print(f"{graded.student} {e.notebook}: {e.status}, {e.points}/{most.get(e.notebook)}")
-            print(f"  {e.detail}" if e.detail else "", end="")
+            if e.detail:
+                print(f"  {e.detail}")
         if not graded.ok:
             print(f"{graded.student}: not graded ({graded.message})")
     print(

@@ -9,6 +9,8 @@
   the judging checks of G and H) :func:`returned` reads it back.
 - **One reading of a module's parts.** :func:`linear_facts` and :func:`tril_facts` say what a
   student's module holds under a name (H's attention, F's synthesizer), for the judge to read.
+- **One known state.** :func:`known_state` is the state every observation runs in (float32,
+  autocast off, gradients on, the global generator forked), whatever the notebook's cells left.
 - **One seeded draw.** :func:`draw` is the generator of one group of cases, from the grader's
   secret seed and the group's name (the function that draws; :func:`seed_of` gives the seed
   itself, for ``torch.manual_seed``); :func:`integer` draws one integer from it.
@@ -17,7 +19,8 @@
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -54,6 +57,22 @@ def returned(observation: object, name: str = "the code", context: str = "") -> 
     if contract.is_error(observation) and isinstance(observation["error"], str):
         fail(f"{name} raised {observation['error']}" + (f" ({context})" if context else ""))
     return observation
+
+
+@contextmanager
+def known_state() -> Iterator[None]:
+    """float32 by default, autocast off, gradients on, the global generator forked: the state
+    in which the judge draws the same cases, so a cell that left float64 as the default dtype (or
+    an open autocast) cannot make the kernel's cases differ from the judge's. Given back after."""
+    dtype, grad = torch.get_default_dtype(), torch.is_grad_enabled()
+    torch.set_default_dtype(torch.float32)
+    torch.set_grad_enabled(True)
+    try:
+        with torch.random.fork_rng(devices=[]), torch.autocast("cpu", enabled=False):
+            yield
+    finally:
+        torch.set_default_dtype(dtype)
+        torch.set_grad_enabled(grad)
 
 
 def seed_of(seed: int, *key: object) -> int:

@@ -20,12 +20,11 @@ import importlib
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import torch
 
-from course import contract
+from course import contract, probing
 
 Observation = dict[str, object]
 
@@ -43,7 +42,7 @@ def observe(
     ``{"error": message}``, and the judge fails that item only. ``namespace`` defaults to the
     notebook's (``__main__``). Items named in ``failed`` are not called: each is saved as
     ``{"error": failed[name]}``. Each item runs in the state the judge draws its cases in
-    (:func:`_known_state`), whatever the notebook's cells left.
+    (:func:`course.probing.known_state`), whatever the notebook's cells left.
 
     Item by item, the log ``PATH.log`` (plain text, read by the grader) says which item starts
     (``start NAME``) and which one raised (``error NAME``) or was interrupted (``interrupted
@@ -66,7 +65,7 @@ def observe(
             log.write(contract.log_line("start", name))
             log.flush()
             try:
-                with _known_state():
+                with probing.known_state():
                     results[name] = portable(item(namespace, seed))
             except BaseException as error:  # noqa: BLE001 - a student's error is an observation
                 kind = "interrupted" if isinstance(error, KeyboardInterrupt) else "error"
@@ -75,22 +74,6 @@ def observe(
                 results[name] = contract.error_observation(f"{type(error).__name__}: {error}")
         torch.save(results, path)
     os.unlink(log_file)  # observed to the end: the log is of no use
-
-
-@contextmanager
-def _known_state() -> Iterator[None]:
-    """float32 by default, autocast off, gradients on, the global generator forked: the state
-    in which the judge draws the same cases, so a cell that left float64 as the default dtype (or
-    an open autocast) cannot make the kernel's cases differ from the judge's. Given back after."""
-    dtype, grad = torch.get_default_dtype(), torch.is_grad_enabled()
-    torch.set_default_dtype(torch.float32)
-    torch.set_grad_enabled(True)
-    try:
-        with torch.random.fork_rng(devices=[]), torch.autocast("cpu", enabled=False):
-            yield
-    finally:
-        torch.set_default_dtype(dtype)
-        torch.set_grad_enabled(grad)
 
 
 def portable(value: object) -> object:

@@ -26,7 +26,7 @@ import torch
 
 from course import contract
 from course.h_own_gpt import recipe_checks as named
-from course.probing import returned
+from course.probing import known_state, returned
 from course.testcells import check, expected_got, fail, mistake_key
 
 DRAWS = 4000  # rows per call: each case's frequencies come from this many draws
@@ -157,16 +157,9 @@ def sample_cases(seed: int) -> list[dict]:
 
 @contextmanager
 def _own_state() -> Iterator[None]:
-    """The observation's state: the global generator forked (given back as it was), autocast
-    off, float32 by default, gradients off, whatever the notebook's cells left."""
-    dtype = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float32)
-    try:
-        with torch.random.fork_rng(devices=[]), torch.autocast("cpu", enabled=False):
-            with torch.no_grad():
-                yield
-    finally:
-        torch.set_default_dtype(dtype)
+    """The observation's state (:func:`course.probing.known_state`), gradients off."""
+    with known_state(), torch.no_grad():
+        yield
 
 
 @contextmanager

@@ -25,18 +25,28 @@ def release(root: Path, assignment: str) -> Path:
     return root / "release" / assignment
 
 
+def notebook_points(path: Path) -> tuple[float, float, int]:
+    """A source notebook's points: autograded (its test cells), graded by hand, and how many
+    written answers carry the latter."""
+    auto = manual = 0.0
+    questions = 0
+    for cell in read_notebook(path).cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if not meta.get("grade"):
+            continue
+        if cell.cell_type == "code" and not meta.get("solution"):
+            auto += meta.get("points", 0)
+        else:
+            manual, questions = manual + meta.get("points", 0), questions + 1
+    return auto, manual, questions
+
+
 def worth(root: Path, assignment: str) -> str:
     """What ``assignment`` is worth, in words: its points, autograded and graded by hand."""
     auto = manual = questions = 0.0
     for path in sorted((root / "source" / assignment).glob("*.ipynb")):
-        for cell in read_notebook(path).cells:
-            meta = cell.metadata.get("nbgrader", {})
-            if not meta.get("grade"):
-                continue
-            if cell.cell_type == "code" and not meta.get("solution"):
-                auto += meta.get("points", 0)
-            else:
-                manual, questions = manual + meta.get("points", 0), questions + 1
+        a, m, q = notebook_points(path)
+        auto, manual, questions = auto + a, manual + m, questions + q
     return (
         f"{auto + manual:g} points: {auto:g} autograded, {manual:g} for {questions:g} written "
         "answers graded by hand"

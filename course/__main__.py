@@ -1,4 +1,4 @@
-"""``python -m course check NOTEBOOK``: the student part's ``course`` command (:mod:`course.cli`)."""
+"""``python -m course check NOTEBOOK``: the student part's ``course`` command, :mod:`course.cli`."""
 
 import sys
 

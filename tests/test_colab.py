@@ -18,7 +18,6 @@ from IPython.core.inputtransformer2 import TransformerManager
 from tests.conftest import REPO
 from tools import colab
 
-
 FIND_SPEC = importlib.util.find_spec  # before any test patches it
 
 

@@ -94,15 +94,16 @@ def install_cell_source(repository: str = REPOSITORY) -> str:
     the CUDA build, with gigabytes of NVIDIA libraries. pip's lines are shown as they come."""
     return (
         f"{MARKER} (once). A few minutes\n"
-        "# and about 1.1 GB on disk with PyTorch's CPU build; pip's lines below show how far it is.\n"
-        "# Nothing happens where the course is installed; grading never installs.\n"
+        "# and about 1.1 GB on disk with PyTorch's CPU build; pip's lines below show how far it\n"
+        "# is. Nothing happens where the course is installed; grading never installs.\n"
         "import importlib.util, os, shutil, subprocess, sys\n"
         "\n"
         "\n"
         "def pip_install(*args):\n"
         '    command = [sys.executable, "-m", "pip", "install", *args]\n'
         '    print(" ".join(command), flush=True)\n'
-        "    pip = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)\n"
+        "    out = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)\n"
+        "    pip = subprocess.Popen(command, **out)  # its lines printed as they come\n"
         "    for line in pip.stdout:\n"
         '        print(line, end="", flush=True)\n'
         "    if pip.wait():\n"
@@ -115,7 +116,7 @@ def install_cell_source(repository: str = REPOSITORY) -> str:
         f'    package = "{install_line(repository)}"\n'
         '    nvidia = shutil.which("nvidia-smi") or os.path.exists("/proc/driver/nvidia")\n'
         '    if sys.platform == "linux" and not nvidia and not importlib.util.find_spec("torch"):\n'
-        "        # No NVIDIA GPU: PyTorch's CPU build (about 200 MB), not PyPI's CUDA build (5 GB)\n"
+        "        # no NVIDIA GPU: PyTorch's CPU build (200 MB), not PyPI's CUDA build (5 GB)\n"
         f'        cpu = os.environ.get("COURSE_TORCH_INDEX", "{CPU_INDEX}")\n'
         '        pip_install("torch", "--index-url", cpu)\n'
         "    pip_install(package)\n"
@@ -128,8 +129,8 @@ def check_cell_source(notebook: str) -> str:
     handed out, ``notebook``), from inside it. Nothing happens while grading."""
     return (
         f"{CHECK_MARKER}: save it (Ctrl+S), then run this cell. Each test\n"
-        "# passes or says what is wrong, and every written answer still empty is named. The same in\n"
-        f"# a terminal, in this folder: course check {notebook}. Nothing happens while grading.\n"
+        "# passes or says what is wrong; every written answer still empty is named. The same in a\n"
+        f"# terminal, in this folder: course check {notebook}. Nothing happens while grading.\n"
         "from course.check import check_this_notebook\n"
         "\n"
         f'check_this_notebook("{notebook}")'

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ class Outcome:
     kind: str  # "test", "hidden" or "written"
     message: str = ""
     empty: bool = False  # a written answer still as it was handed out
+    label: str = ""  # a written answer's "Question N"
 
 
 def _source(cell: dict) -> str:
@@ -65,9 +67,24 @@ def _message(outputs: list[dict]) -> str:
     return ""
 
 
-def _written(meta: dict, source: str) -> Outcome:
+_QUESTION = re.compile(r"\*\*Question (\d+)")
+
+
+def label(cell: dict, previous: str) -> str:
+    """How a student names a graded cell: "Question N" for a written answer (from the question
+    above it, ``previous``), the function or class it defines for an exercise, else its id."""
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    if cell.get("cell_type") == "markdown" or not meta.get("solution"):
+        question = _QUESTION.search(previous)
+        return f"Question {question.group(1)}" if question else meta.get("grade_id", "?")
+    defined = re.search(r"^(?:def|class)\s+(\w+)", _source(cell), re.MULTILINE)
+    return defined.group(1) if defined else meta.get("grade_id", "?")
+
+
+def _written(meta: dict, source: str, previous: str) -> Outcome:
     empty = source.strip() in EMPTY_ANSWERS
-    return Outcome(meta["grade_id"], meta.get("points", 0), "written", empty=empty)
+    name = label({"cell_type": "markdown", "metadata": {"nbgrader": meta}}, previous)
+    return Outcome(meta["grade_id"], meta.get("points", 0), "written", empty=empty, label=name)
 
 
 def run(path: Path) -> list[Outcome]:
@@ -77,14 +94,16 @@ def run(path: Path) -> list[Outcome]:
     cells = json.loads(path.read_text())["cells"]
     env = dict(os.environ, COURSE_FAST="1", **{CHECKING: "1"})
     manager, client = start_new_kernel(cwd=str(path.parent.resolve()), env=env)
-    outcomes = []
+    outcomes, previous = [], ""
     try:
         for cell in cells:
             meta = cell.get("metadata", {}).get("nbgrader", {})
             source = _source(cell)
             if cell["cell_type"] != "code" or not source.strip():
                 if meta.get("grade") and meta.get("solution"):
-                    outcomes.append(_written(meta, source))
+                    outcomes.append(_written(meta, source, previous))
+                elif cell["cell_type"] == "markdown":
+                    previous = source  # the text above the next answer: its question
                 continue
             if meta.get("grade") and not meta.get("solution") and not _has_code(source):
                 outcomes.append(Outcome(meta["grade_id"], meta.get("points", 0), "hidden"))
@@ -98,7 +117,7 @@ def run(path: Path) -> list[Outcome]:
                 ),
             )
             if meta.get("grade") and meta.get("solution"):
-                outcomes.append(_written(meta, source))
+                outcomes.append(_written(meta, source, previous))
             elif meta.get("grade"):
                 outcomes.append(
                     Outcome(meta["grade_id"], meta.get("points", 0), "test", _message(outputs))
@@ -126,7 +145,7 @@ def format_outcomes(path: Path, outcomes: list[Outcome]) -> str:
             "course, `course check` runs them too)."
         )
     written = [o for o in outcomes if o.kind == "written"]
-    empty = [o.grade_id for o in written if o.empty]
+    empty = [o.label or o.grade_id for o in written if o.empty]
     if written:
         lines.append(
             f"Written answers: {len(written) - len(empty)} of {len(written)} written, graded by "

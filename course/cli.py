@@ -37,18 +37,18 @@ def _source(cell: dict) -> str:
 
 
 def left_to_do(path: Path) -> tuple[list[str], list[str]]:
-    """The exercises of the notebook at ``path`` still raising ``NotImplementedError`` and its
-    written answers still empty, by grade id."""
-    exercises, answers = [], []
+    """The exercises of the notebook at ``path`` still raising ``NotImplementedError`` (by the
+    function or class they define) and its written answers still empty ("Question N")."""
+    exercises, answers, previous = [], [], ""
     for cell in _cells(path):
         meta = cell.get("metadata", {}).get("nbgrader", {})
-        if not meta.get("solution"):
-            continue
-        name = meta.get("grade_id", "?")
-        if cell.get("cell_type") == "code" and STUB in _source(cell):
-            exercises.append(name)
-        elif meta.get("grade") and _source(cell).strip() in check.EMPTY_ANSWERS:
-            answers.append(name)
+        if meta.get("solution") and cell.get("cell_type") == "code" and STUB in _source(cell):
+            exercises.append(check.label(cell, previous))
+        elif meta.get("solution") and meta.get("grade"):
+            if _source(cell).strip() in check.EMPTY_ANSWERS:
+                answers.append(check.label(cell, previous))
+        elif cell.get("cell_type") == "markdown":
+            previous = _source(cell)  # the text above the next answer: its question
     return exercises, answers
 
 

@@ -93,8 +93,8 @@ def install_cell_source(repository: str = REPOSITORY) -> str:
     PyTorch's CPU index (:data:`CPU_INDEX`, or ``COURSE_TORCH_INDEX``): PyPI's Linux torch is
     the CUDA build, with gigabytes of NVIDIA libraries. pip's lines are shown as they come."""
     return (
-        f"{MARKER} (once). A few minutes\n"
-        "# and about 1.1 GB on disk with PyTorch's CPU build; pip's lines below show how far it\n"
+        f"{MARKER} (once). About 330 MB to\n"
+        "# download, 1.5 GB on disk (with PyTorch's CPU build); pip's lines below show how far it\n"
         "# is. Nothing happens where the course is installed; grading never installs.\n"
         "import importlib.util, os, shutil, subprocess, sys\n"
         "\n"

@@ -1,4 +1,4 @@
-"""``course``: the student part's command, ``course check NOTEBOOK`` and ``course progress``.
+"""The student part's command: ``course check NOTEBOOK`` and ``course progress``.
 
 Installed with the student part (``pip install``, the notebooks' first cell). In a clone of the
 course the ``course`` command is the clone's (``grader/coordinator/cli.py``): the same two
@@ -78,15 +78,20 @@ def progress(folder: Path) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``course check NOTEBOOK`` or ``course progress [FOLDER]``."""
-    parser = argparse.ArgumentParser(prog="course", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+def parser() -> argparse.ArgumentParser:
+    """The command line: ``check NOTEBOOK`` and ``progress [FOLDER]``."""
+    top = argparse.ArgumentParser(prog="course", description=__doc__.split("\n")[0])
+    sub = top.add_subparsers(dest="command", required=True)
     p = sub.add_parser("check", help="run a notebook's visible tests, as grading runs them")
     p.add_argument("notebook", type=Path, help="the saved notebook (.ipynb)")
     p = sub.add_parser("progress", help="what is left to do in your notebooks (read only)")
     p.add_argument("folder", type=Path, nargs="?", default=Path("."), help="default: here")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``course check NOTEBOOK`` or ``course progress [FOLDER]``."""
+    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
     if args.command == "check":
         return check.check(args.notebook)
     print(progress(args.folder))

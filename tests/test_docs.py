@@ -27,6 +27,8 @@ PAGES = [
     REPO / "CONTRIBUTING.md",
     *sorted(DOCS.glob("*.md")),
     REPO / "deploy" / "jupyterhub" / "README.md",
+    REPO / "student" / "GUIDE.md",  # the student's page, published with the public copy
+    REPO / "student" / "README.md",
 ]
 # Records keep their dates and the commands of their day; every other page is a guide or reference.
 RECORDS = {DOCS / "history.md"}

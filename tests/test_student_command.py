@@ -5,6 +5,7 @@ notebook from inside it (course.check.check_this_notebook), never while grading.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 import types
@@ -117,3 +118,20 @@ def test_the_last_cell_finds_the_notebooks_saved_file(monkeypatch, tmp_path, cap
     check.check_this_notebook(NB)
     assert checked[-1].name == NB and checked[-1] != Path(NB)
     assert json.loads(checked[-1].read_text()) == {"cells": [], "kind": "get_ipynb"}
+
+
+def test_every_course_command_of_the_student_pages_is_one_the_student_part_has() -> None:
+    """The student's pages (published with the public copy) name only what the student part's
+    `course` takes."""
+    found = []
+    for page in ("GUIDE.md", "README.md"):
+        text = (REPO / "student" / page).read_text()
+        blocks = "\n".join(re.findall(r"^```[a-z]*\n(.*?)^```", text, flags=re.S | re.M))
+        for line in re.findall(r"`([^`\n]+)`", text) + blocks.splitlines():
+            words = line.split("#")[0].split()
+            if len(words) > 1 and (words[0].endswith("bin/course") or words[0] == "course"):
+                found.append(words[1:])
+                cli.parser().parse_args(words[1:])  # exits (SystemExit) on a wrong command
+    assert ["check", "NOTEBOOK.ipynb"] in found and ["progress"] in found, found
+    with pytest.raises(SystemExit):
+        cli.parser().parse_args(["chek", "x.ipynb"])

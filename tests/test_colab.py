@@ -126,7 +126,7 @@ def test_every_notebook_ends_with_the_check_cell_source_and_release() -> None:
     for source in colab.notebooks():
         release = REPO / "release" / source.parent.name / source.name
         expected = colab.check_cell_source(source.name)
-        assert f"course check {source.name}" in expected
+        assert f"\n#     course check {source.name}\n" in expected
         for path in (source, release):
             last = json.loads(path.read_text())["cells"][-1]
             assert last["cell_type"] == "code" and not last["metadata"], path

@@ -229,7 +229,10 @@ def test_the_student_parts_check_is_the_one_a_names(tmp_path: Path) -> None:
     assert scripts == {"course": "course.cli:main"}
     shutil.copy(REPO / "release" / A / NB, tmp_path / NB)
     done = subprocess.run(
-        [sys.executable, "-m", "course.cli", "check", NB], cwd=tmp_path, capture_output=True, text=True
+        [sys.executable, "-m", "course.cli", "check", NB],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "[FAIL] test_mask_visible\n      not implemented yet" in done.stdout
@@ -237,7 +240,9 @@ def test_the_student_parts_check_is_the_one_a_names(tmp_path: Path) -> None:
     assert "Hidden tests: 4 cells, run when your work is graded" in done.stdout
     assert "Written answers: 0 of 7 written, graded by the instructor. Still empty: " in done.stdout
     missing = subprocess.run(
-        [sys.executable, "-m", "course.cli", "check", "nothing.ipynb"], capture_output=True, text=True
+        [sys.executable, "-m", "course.cli", "check", "nothing.ipynb"],
+        capture_output=True,
+        text=True,
     )
     assert missing.returncode == 2 and "no readable notebook at" in missing.stderr
 

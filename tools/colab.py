@@ -104,8 +104,8 @@ def install_cell_source(repository: str = REPOSITORY) -> str:
         '    print(" ".join(command), flush=True)\n'
         "    out = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)\n"
         "    pip = subprocess.Popen(command, **out)  # its lines printed as they come\n"
-        "    for line in pip.stdout:\n"
-        '        print(line, end="", flush=True)\n'
+        "    for shown in pip.stdout:\n"
+        '        print(shown, end="", flush=True)\n'
         "    if pip.wait():\n"
         '        raise RuntimeError("pip failed: its last lines above say why")\n'
         "\n"
@@ -129,8 +129,9 @@ def check_cell_source(notebook: str) -> str:
     handed out, ``notebook``), from inside it. Nothing happens while grading."""
     return (
         f"{CHECK_MARKER}: save it (Ctrl+S), then run this cell. Each test\n"
-        "# passes or says what is wrong; every written answer still empty is named. The same in a\n"
-        f"# terminal, in this folder: course check {notebook}. Nothing happens while grading.\n"
+        "# passes or says what is wrong; every written answer still empty is named. Nothing\n"
+        "# happens while grading. The same in a terminal, in this folder:\n"
+        f"#     course check {notebook}\n"
         "from course.check import check_this_notebook\n"
         "\n"
         f'check_this_notebook("{notebook}")'

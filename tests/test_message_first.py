@@ -9,9 +9,9 @@ print; any other error keeps IPython's traceback.
 Without a kernel: what the method gives. In a real kernel, run as ``course check`` runs a notebook
 (nbgrader's ``Execute``, the grader's kernel manager, nbgrader's ``determine_grade``): assignment
 A's visible test of the causal mask, on a transposed mask, before and after
-``%env COURSE_TRACEBACK=1``, and a student's own bug. Through ``course autograde`` (warm kernels
-forked from the zygote, which imported the course before any kernel) and its feedback: the demo
-student ``mask_transposed`` of the graded class.
+``%env COURSE_TRACEBACK=1``, and a student's own bug. In a kernel forked from the warm grader's
+zygote, which imported the course before any kernel existed. Through ``course autograde`` and its
+feedback: the demo student ``mask_transposed`` of the graded class.
 """
 
 from __future__ import annotations
@@ -22,12 +22,16 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from nbclient import NotebookClient
 from nbformat import NotebookNode
+from traitlets.config import Config
 
 from course import short_traceback
 from course.testcells import GradingError, fail
 from grader.coordinator import check
+from grader.nbgrader.warm_kernels import WarmKernelManager
 from grader.shared.notebooks import read_notebook
+from grader.warm.pool import WarmPool
 from tests.conftest import class_outcome
 
 REPO = Path(__file__).resolve().parents[1]
@@ -201,7 +205,40 @@ def test_the_failed_cell_earns_nothing_and_course_check_prints_the_message(
     assert f"      {MISTAKE}" in printed and short_traceback.HIDDEN not in printed
 
 
-# -- through `course autograde` (warm kernels) and its feedback ---------------------------------
+# -- in kernels forked from the warm zygote, and through `course autograde` ---------------------
+
+
+@pytest.mark.slow  # a zygote that imports torch and the course: some 15 s
+def test_a_kernel_forked_from_the_zygote_shows_the_message_first(tmp_path: Path) -> None:
+    """The zygote imported course.testcells before any kernel existed (PRELOAD): its kernels
+    import nothing again, and show a failed check the same way."""
+    pool = WarmPool(1, {})
+    try:
+        with pool.worker() as zygote:
+            work = zygote.root / "message_first" / "submitted" / "student" / "a"
+            work.mkdir(parents=True)
+            nb = nbformat.v4.new_notebook()
+            nb.cells = [
+                nbformat.v4.new_code_cell("import sys\nprint('course.testcells' in sys.modules)"),
+                nbformat.v4.new_code_cell(SETUP + TRANSPOSED + visible_mask_test()),
+            ]
+            config = {"zygote": str(zygote.socket), "socket_root": str(work.parents[2])}
+            NotebookClient(
+                nb,
+                kernel_manager_class=WarmKernelManager,
+                config=Config({"WarmKernelManager": config}),
+                timeout=120,
+                allow_errors=True,
+                shutdown_kernel="immediate",
+                resources={"metadata": {"path": str(work)}},
+            ).execute()
+    finally:
+        pool.close()
+    assert nb.cells[0].outputs[0].text.strip() == "True"  # preloaded: imported by the zygote
+    error = error_of(nb.cells[1])
+    lines = text(error)
+    assert MISTAKE in lines[0] and len(lines) <= SHORT, lines
+    assert (error.ename, error.evalue.startswith(MISTAKE)) == ("GradingError", True)
 
 
 @pytest.mark.slow

@@ -106,6 +106,18 @@ def test_with_the_variable_the_traceback_follows_the_message(monkeypatch) -> Non
     assert ANSI.sub("", error._render_traceback_()[-1]) == short_traceback.HIDDEN
 
 
+def test_the_lines_never_fail() -> None:
+    """IPython 9 shows no error output for an exception whose ``_render_traceback_`` raises (and
+    a test cell without one would earn its points): a message that cannot be read gives the
+    error's name."""
+
+    class Unreadable(GradingError):
+        def __str__(self) -> str:
+            raise RuntimeError("no message")
+
+    assert Unreadable("x")._render_traceback_() == ["Unreadable"]
+
+
 # -- in a kernel, as `course check` runs a notebook --------------------------------------------
 
 

@@ -17,8 +17,9 @@ grader's zygote (which imported the course before any kernel existed) shows the 
 Python or pytest never calls it.
 
 Why not ``InteractiveShell.set_custom_exc``: IPython drops what its handler returns, so the handler
-would have to send the error output itself (a private method of the shell), and a kernel forked
-from the zygote would miss the registration made when the course was imported.
+would have to send the error output itself (a private method of the shell); the shell holds one
+handler, and Colab's own (for ImportError) would be replaced; and a kernel forked from the zygote
+would miss the registration made when the course was imported.
 """
 
 from __future__ import annotations

@@ -135,3 +135,19 @@ def test_every_course_command_of_the_student_pages_is_one_the_student_part_has()
     assert ["check", "NOTEBOOK.ipynb"] in found and ["progress"] in found, found
     with pytest.raises(SystemExit):
         cli.parser().parse_args(["chek", "x.ipynb"])
+
+
+def test_a_clones_copy_has_the_self_study_check_instead_of_the_releases() -> None:
+    """In a clone, the learner's copy ends with the check button that runs the hidden tests too;
+    the release's check cell (visible tests only) gives way to it."""
+    import nbformat
+
+    from grader.coordinator import selfstudy_cells
+    from tools import colab
+
+    assert selfstudy_cells.CHECK_MARKER == colab.CHECK_MARKER
+    release = nbformat.read(str(REPO / "release" / A / NB), as_version=4)
+    assert release.cells[-1].source == colab.check_cell_source(NB)
+    copy = selfstudy_cells.with_cells(release)
+    assert not [c for c in copy.cells if c.source.startswith(colab.CHECK_MARKER)]
+    assert "check_button" in copy.cells[-2].source and "progress" in copy.cells[-1].source

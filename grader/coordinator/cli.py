@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from grader.coordinator import cli_term, lab  # the standard library and grader.shared only
 from grader.lms import LMS_NAMES
 from grader.shared import report  # lab: the standard library and grader.shared.paths only
-from grader.shared.paths import CourseError, assignments, find_root
+from grader.shared.paths import CourseError, assignments, find_root, use_this_python
 
 if TYPE_CHECKING:  # for the annotations only: grader.coordinator.grading loads nbgrader (see run())
     from grader.coordinator.grading import Graded
@@ -414,7 +414,12 @@ COMMANDS: dict[str, tuple[Callable[..., int], bool]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the console script; errors the user can fix are one line on stderr."""
+    """Entry point of the console script; errors the user can fix are one line on stderr.
+
+    This environment's programs come first on PATH, so ``.venv/bin/course`` works unactivated:
+    nbgrader runs ``alembic`` by name (a gradebook's first open) and kernels by name.
+    """
+    use_this_python()
     args = parser().parse_args(argv)
     try:
         return run(args)

@@ -251,11 +251,11 @@ pip install "{line}"
 ```
 
 that is the `course` package with its data and checkpoints, nothing of the grader or the
-answers. Where the course is installed the cell does nothing, and while grading it never
-installs. The same line works in any Python 3.11 or later. The notebooks that train use Colab's
-GPU when the runtime has one (Runtime > Change runtime type). Your work lives in the browser
-session: save a copy to your Drive (File > Save a copy in Drive) or download it before you close
-it.
+answers (on Linux without an NVIDIA GPU and without torch, PyTorch's CPU build first). Where the
+course is installed the cell does nothing, and while grading it never installs. The notebooks
+that train use Colab's GPU when the runtime has one (Runtime > Change runtime type). Save a copy
+to your Drive (File > Save a copy in Drive) or download it before you close it. How to work, hand
+in and read your feedback: [the student's guide](../student/GUIDE.md#2-a-colab-link).
 
 | assignment | notebook | open |
 |---|---|---|

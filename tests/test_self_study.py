@@ -89,7 +89,9 @@ def test_the_learners_copy_gets_a_compare_control_under_each_written_question(
             grade_id = cell.metadata.nbgrader["grade_id"]
             assert nb.cells[i + 1].source.endswith(f'compare("{grade_id}");')
     assert "check_button(" in nb.cells[-2].source and "progress()" in nb.cells[-1].source
-    assert len(nb.cells) == len(release.cells) + len(written) + 3
+    # the release's last cell (its check, visible tests only) gives way to the three below
+    assert release.cells[-1].source.startswith(selfstudy_cells.CHECK_MARKER)
+    assert len(nb.cells) == len(release.cells) - 1 + len(written) + 3
     assert len(selfstudy_cells.with_cells(nb).cells) == len(nb.cells)  # never twice
     nbformat.validate(nb)
     # the release (a graded class's notebooks) and the source are not touched
@@ -224,7 +226,7 @@ def test_the_student_parts_check_is_the_one_a_names(tmp_path: Path) -> None:
     for notebook in sorted((REPO / "release").glob("*/*.ipynb")):
         text = notebook.read_text()
         assert f"`course check {notebook.name}`" in text, notebook
-        assert "course.check " not in text and "course-check" not in text, notebook
+        assert "python -m course.check" not in text and "course-check" not in text, notebook
     scripts = tomllib.loads((REPO / "student" / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts == {"course": "course.cli:main"}
     shutil.copy(REPO / "release" / A / NB, tmp_path / NB)

@@ -4,6 +4,7 @@ docs/colab.md links every assignment; all of it from the one address in ``tools/
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -27,10 +28,12 @@ class FakePip:
     commands: list[list[str]] = []
     code = 0
 
+    lines = ["Collecting x\n", "Downloading x.whl (1.0 MB)\n"]
+
     def __init__(self, command: list[str], **kwargs) -> None:
         assert kwargs == {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
         FakePip.commands.append(command)
-        self.stdout = iter(["Collecting x\n", "Downloading x.whl (1.0 MB)\n"])
+        self.stdout = iter(FakePip.lines)
 
     def wait(self) -> int:
         return FakePip.code
@@ -42,6 +45,7 @@ def run_install_cell(
     platform: str = "linux",
     nvidia: bool = False,
     torch_found: bool = False,
+    pip_version: str = "23.2.1",  # a fresh venv's of Python 3.11: no --progress-bar raw
 ) -> list[list[str]]:
     """Run the install cell as IPython would on ``platform`` (with an NVIDIA driver or not, torch
     importable or not), pip replaced by :class:`FakePip` (the real pip runs in
@@ -56,6 +60,7 @@ def run_install_cell(
         return real(name, *args)
 
     FakePip.commands = []
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: pip_version)
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
     monkeypatch.setattr(subprocess, "Popen", FakePip)
     monkeypatch.setattr(subprocess, "run", None)  # pip only through Popen, its lines shown
@@ -101,6 +106,44 @@ def test_the_install_cell_takes_pytorchs_cpu_build_on_linux_without_an_nvidia_gp
     monkeypatch.delenv("COURSE_TORCH_INDEX", raising=False)
     commands = run_install_cell(monkeypatch, False, platform, nvidia, torch_found)
     assert commands == ([CPU_TORCH] if torch_first else []) + [[*PIP, PACKAGE]]
+
+
+def test_a_newer_pip_shows_how_far_a_big_download_is(monkeypatch, capsys) -> None:
+    """pip 24.1 and later count a download's bytes (`--progress-bar raw`, one line each quarter
+    of a second): the cell shows a line per tenth of a file over 10 MB, and no count for a small
+    one. An older pip (a fresh venv's 23.2) refuses the option: it is not passed there."""
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    torch = [f"Progress {n * 18_300_000} of 183000000\n" for n in range(11)]
+    small = ["Progress 0 of 700000\n", "Progress 700000 of 700000\n"]
+    lines = ["Collecting torch\n", "Downloading torch.whl (183.0 MB)\n", *torch, *small, "Done\n"]
+    monkeypatch.setattr(FakePip, "lines", lines)
+    commands = run_install_cell(monkeypatch, course_found=False, pip_version="24.1.2")
+    assert commands == [
+        [*CPU_TORCH, "--progress-bar", "raw"],
+        [*PIP, PACKAGE, "--progress-bar", "raw"],
+    ]
+    shown = capsys.readouterr().out.splitlines()
+    counts = [line for line in shown if line.endswith(" of 183 MB")]
+    assert counts == 2 * [f"  {n * 18.3:.0f} of 183 MB" for n in range(11)]  # both steps
+    assert not [line for line in shown if "Progress" in line or line.endswith(" of 1 MB")]
+    assert shown[shown.index(counts[-1]) + 1] == "Done"
+    for old in ("23.2.1", "24.0"):
+        commands = run_install_cell(monkeypatch, course_found=False, pip_version=old)
+        assert commands == [CPU_TORCH, [*PIP, PACKAGE]], old
+
+
+def test_this_pip_takes_the_progress_option_the_cell_passes() -> None:
+    """The option exists in a real pip of 24.1 or later (this environment's): a wrong one would
+    be refused as an invalid choice before pip looks for any package."""
+    version = importlib.metadata.version("pip")
+    assert tuple(int(n) for n in version.split(".")[:2]) >= (24, 1), version
+    command = [sys.executable, "-m", "pip", "install", "--progress-bar", "raw", "--dry-run"]
+    done = subprocess.run(
+        [*command, "--no-index", "--no-deps", "no-such-package-x"], capture_output=True, text=True
+    )
+    assert done.returncode == 1 and "No matching distribution" in done.stderr, done.stderr
+    wrong = subprocess.run([*command[:-2], "rawx", "x"], capture_output=True, text=True)
+    assert wrong.returncode == 2 and "invalid choice" in wrong.stderr, wrong.stderr
 
 
 def test_the_cpu_index_can_be_a_mirror_and_a_failed_pip_stops_the_cell(monkeypatch) -> None:

@@ -96,15 +96,25 @@ def install_cell_source(repository: str = REPOSITORY) -> str:
         f"{MARKER} (once). About 330 MB to\n"
         "# download, 1.5 GB on disk (with PyTorch's CPU build); pip's lines below show how far it\n"
         "# is. Nothing happens where the course is installed; grading never installs.\n"
-        "import importlib.util, os, shutil, subprocess, sys\n"
+        "import importlib.metadata, importlib.util, os, re, shutil, subprocess, sys\n"
         "\n"
         "\n"
         "def pip_install(*args):\n"
         '    command = [sys.executable, "-m", "pip", "install", *args]\n'
+        '    version = re.match(r"(\\d+)\\.(\\d+)", importlib.metadata.version("pip")).groups()\n'
+        "    if tuple(map(int, version)) >= (24, 1):  # pip counts a download's bytes\n"
+        '        command += ["--progress-bar", "raw"]\n'
         '    print(" ".join(command), flush=True)\n'
         "    out = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)\n"
-        "    pip = subprocess.Popen(command, **out)  # its lines printed as they come\n"
+        "    pip, tenth = subprocess.Popen(command, **out), -1  # pip's lines, as they come\n"
         "    for shown in pip.stdout:\n"
+        '        if shown.startswith("Progress "):  # "Progress DONE of TOTAL": a tenth a line\n'
+        "            done, total = map(int, shown.split()[1::2])\n"
+        "            if total > 1e7 and done * 10 // total > tenth:\n"
+        "                tenth = done * 10 // total\n"
+        '                print(f"  {done / 1e6:.0f} of {total / 1e6:.0f} MB", flush=True)\n'
+        "            continue\n"
+        "        tenth = -1\n"
         '        print(shown, end="", flush=True)\n'
         "    if pip.wait():\n"
         '        raise RuntimeError("pip failed: its last lines above say why")\n'

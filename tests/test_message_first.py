@@ -22,17 +22,15 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 from nbformat import NotebookNode
-from traitlets.config import Config
 
 from course import short_traceback
 from course.testcells import GradingError, fail
 from grader.coordinator import check
-from grader.nbgrader.warm_kernels import WarmKernelManager
 from grader.shared.notebooks import read_notebook
 from grader.warm.pool import WarmPool
 from tests.conftest import class_outcome
+from tests.test_warm_isolation import execute_warm
 
 REPO = Path(__file__).resolve().parents[1]
 MISTAKE = "generate_square_subsequent_mask(3) is transposed"  # course/a_masks/checks.py
@@ -229,21 +227,9 @@ def test_a_kernel_forked_from_the_zygote_shows_the_message_first(tmp_path: Path)
         with pool.worker() as zygote:
             work = zygote.root / "message_first" / "submitted" / "student" / "a"
             work.mkdir(parents=True)
-            nb = nbformat.v4.new_notebook()
-            nb.cells = [
-                nbformat.v4.new_code_cell("import sys\nprint('course.testcells' in sys.modules)"),
-                nbformat.v4.new_code_cell(SETUP + TRANSPOSED + visible_mask_test()),
-            ]
-            config = {"zygote": str(zygote.socket), "socket_root": str(work.parents[2])}
-            NotebookClient(
-                nb,
-                kernel_manager_class=WarmKernelManager,
-                config=Config({"WarmKernelManager": config}),
-                timeout=120,
-                allow_errors=True,
-                shutdown_kernel="immediate",
-                resources={"metadata": {"path": str(work)}},
-            ).execute()
+            preloaded = "import sys\nprint('course.testcells' in sys.modules)"
+            cells = [preloaded, SETUP + TRANSPOSED + visible_mask_test()]
+            nb = execute_warm(zygote, work, cells)
     finally:
         pool.close()
     assert nb.cells[0].outputs[0].text.strip() == "True"  # preloaded: imported by the zygote

@@ -122,6 +122,13 @@ def folder(zygote: Zygote, name: str) -> Path:
 
 def run(zygote: Zygote, work: Path, cells: list[str]) -> list[str]:
     """Each cell's output (stdout, or the error's name), in a warm kernel in ``work``."""
+    nb = execute_warm(zygote, work, cells)
+    return ["".join(o.get("text", o.get("ename", "")) for o in cell.outputs) for cell in nb.cells]
+
+
+def execute_warm(zygote: Zygote, work: Path, cells: list[str]) -> nbformat.NotebookNode:
+    """A notebook of ``cells`` run in a warm kernel forked from ``zygote``, in ``work``
+    (``.../submitted/STUDENT/ASSIGNMENT``); errors are kept as outputs."""
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(code) for code in cells]
     config = {"zygote": str(zygote.socket), "socket_root": str(work.parents[2])}
@@ -134,7 +141,7 @@ def run(zygote: Zygote, work: Path, cells: list[str]) -> list[str]:
         shutdown_kernel="immediate",
         resources={"metadata": {"path": str(work)}},
     ).execute()
-    return ["".join(o.get("text", o.get("ename", "")) for o in cell.outputs) for cell in nb.cells]
+    return nb
 
 
 def last_line(text: str) -> str:

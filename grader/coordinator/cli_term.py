@@ -26,7 +26,8 @@ def add_parsers(sub: argparse._SubParsersAction, jobs_default: int) -> None:
     p.add_argument(
         "address",
         nargs="?",
-        help="a git repository (its student/ folder), the student wheel's URL, or 'clone' (the "
+        help="a git repository's https address (its student/ folder; a GitHub ssh address is "
+        "written as https), file://localhost/PATH, the student wheel's https URL, or 'clone' (the "
         "notebooks are used where the course is installed); none: show it",
     )
 
@@ -95,7 +96,7 @@ def release(root: Path, args: argparse.Namespace) -> int:
     held = 0
     for name in chosen:
         handed_in = midterm.has_submissions(root, name)
-        lines = midterm.changes(root, name) if handed_in else []
+        lines = midterm.changes(root, name, address) if handed_in else []
         if lines and not args.force:
             print(f"{name}: {len(handed_in)} students have handed in; a release would change:")
             print("\n".join(f"  {line}" for line in lines))

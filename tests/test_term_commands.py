@@ -331,26 +331,133 @@ def test_forget_takes_an_extension_waiting_for_grading(course: Path) -> None:
     assert json.loads((course / deadlines.PENDING).read_text()) == {f"{A}/lou": 7}
 
 
-def test_publish_writes_the_public_part_and_never_the_solutions(
-    course: Path, tmp_path: Path, capsys: pytest.CaptureFixture
-) -> None:
-    cli = ["--root", str(course)]
-    for name in ("course", "student"):  # the packages a public copy needs, small stand-ins here
+GUIDE = """# The student's guide
+
+Open a notebook [on Colab](../release/colab.md), or [from the list](../README.md#top) above; the
+course's package is [student/](.) and its licence [here](LICENSE).
+"""
+
+
+def public_course(course: Path) -> None:
+    """Small stand-ins for what a public copy takes from the course, and B as the repository has
+    it (the placeholder in its release notebook's first cell; not released here)."""
+    for name in ("course", "student"):
         (course / name).mkdir()
         (course / name / "__init__.py").write_text("")
     (course / "LICENSE").write_text("MIT")
+    (course / "student" / "LICENSE").write_text("MIT, CC BY 4.0")
+    (course / "README.md").write_text("# Transformers, a test course\n\nThe instructor's page.\n")
+    for folder in ("source", "release"):
+        shutil.copytree(REPO / folder / "b_attention", course / folder / "b_attention")
+
+
+def relative_links(folder: Path) -> dict[str, list[str]]:
+    """Every relative link of every Markdown page in ``folder``, by page."""
+    found = {}
+    for page in folder.rglob("*.md"):
+        links = re.findall(r"\]\(([^)\s]+)\)", page.read_text())
+        found[str(page.relative_to(folder))] = [
+            link for link in links if not re.match(r"[a-z]+:|#", link)
+        ]
+    return found
+
+
+def test_publish_writes_only_what_was_handed_out_and_never_the_solutions(
+    course: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    cli = ["--root", str(course)]
+    public_course(course)
     public = tmp_path / "public"
     assert main([*cli, "publish", str(public)]) == 2  # no address yet
-    assert main([*cli, "address", "https://github.com/me/public"]) == 0
+    assert main([*cli, "address", "git@github.com:me/public.git"]) == 0
+    capsys.readouterr()
+    assert main([*cli, "publish", str(public)]) == 2  # no guide
+    assert "student/GUIDE.md is missing" in capsys.readouterr().err
+    (course / "student" / "GUIDE.md").write_text(GUIDE)
+    assert main([*cli, "publish", str(public)]) == 2  # A released before the address was set
+    said = capsys.readouterr().err
+    assert "still installs from the placeholder" in said and f"`course release {A}`" in said
+    assert main([*cli, "publish", str(public), "b_attention"]) == 2  # never released
+    assert "b_attention is not released this term" in capsys.readouterr().err
+    assert not public.exists()  # nothing written by a refusal
+
+    assert main([*cli, "release", A]) == 0
     assert main([*cli, "publish", str(public)]) == 0
+    assert f"published {A}" in capsys.readouterr().out
     assert sorted(p.name for p in public.iterdir()) == [
         "LICENSE", "README.md", "course", "release", "student"
     ]  # fmt: skip
-    assert (public / "release" / A / NOTEBOOK).is_file()
-    assert (
-        "git+https://github.com/me/public#subdirectory=student"
-        in (public / "README.md").read_text()
-    )
+    assert sorted(p.name for p in (public / "release").iterdir()) == [A, "colab.md"]
     assert not list(public.rglob("source")) and not list(public.rglob("*.db"))
+    line = "transformers-course @ git+https://github.com/me/public#subdirectory=student"
+    assert line in "".join(
+        json.loads((public / "release" / A / NOTEBOOK).read_text())["cells"][0]["source"]
+    )
+    readme = (public / "README.md").read_text()
+    assert (
+        readme.startswith("# Transformers, a test course\n") and "instructor's page" not in readme
+    )
+    assert f'pip install "{line}"' in readme
+    colab = f"https://colab.research.google.com/github/me/public/blob/main/release/{A}/{NOTEBOOK}"
+    assert colab in readme and colab in (public / "release" / "colab.md").read_text()
+    assert "b_attention" not in readme + (public / "release" / "colab.md").read_text()
+    assert "Open a notebook [on Colab](release/colab.md)" in readme  # the guide's body, relinked
+    assert "The student's guide" not in readme  # its title: the header's is the page's
+    # every relative link of the public copy names a file it has
+    for page, links in relative_links(public).items():
+        for link in links:
+            target = (public / page).parent / link.partition("#")[0]
+            assert target.exists(), f"{page} links to {link}, which the public copy lacks"
+    assert relative_links(public)["README.md"]  # there were links to check
+
+    # a guide that links to a page the public copy lacks: refused, nothing written
+    (course / "student" / "GUIDE.md").write_text(GUIDE + "\nSee [the term](../docs/term.md).\n")
+    before = readme
+    assert main([*cli, "publish", str(public)]) == 2
+    assert "../docs/term.md" in capsys.readouterr().err
+    assert (public / "README.md").read_text() == before
+    (course / "student" / "GUIDE.md").write_text(GUIDE)
+
+    # another address than the notebooks': refused until released again
+    assert main([*cli, "address", "https://github.com/me/other"]) == 0
+    assert main([*cli, "publish", str(public)]) == 2
+    assert "does not install" in capsys.readouterr().err
+    assert main([*cli, "address", "https://github.com/me/public"]) == 0
+
+    # B released too (its gradebook record and its address, as `course release` leaves them),
+    # and an earlier term's H in the public copy: A named alone keeps B, removes H
+    with warnings.catch_warnings(), Gradebook(db_url(course)) as gb:
+        warnings.simplefilter("ignore")
+        gb.update_or_create_assignment("b_attention")
+        gb.update_or_create_notebook("attention_and_layer", "b_attention")
+    address.address_release(course, "b_attention", address.configured(course))
+    assert main([*cli, "publish", str(public)]) == 0
+    assert sorted(p.name for p in (public / "release").iterdir()) == [A, "b_attention", "colab.md"]
+    shutil.copytree(REPO / "release" / "h_own_gpt", public / "release" / "h_own_gpt")
+    capsys.readouterr()
+    assert main([*cli, "publish", str(public), A]) == 0
+    said = capsys.readouterr().out
+    assert "kept as published before: b_attention" in said and "h_own_gpt" in said
+    assert sorted(p.name for p in (public / "release").iterdir()) == [A, "b_attention", "colab.md"]
+    assert "b_attention" in (public / "release" / "colab.md").read_text()
     assert main([*cli, "publish", str(course / "inside")]) == 2
     assert "inside the course" in capsys.readouterr().err
+    assert main([*cli, "publish", str(public), "z_x"]) == 2
+    assert "unknown assignment 'z_x'" in capsys.readouterr().err
+
+    # a local repository's address: no Colab page, and B (published for the old one) removed
+    assert main([*cli, "address", "file:///srv/tc"]) == 0 and main([*cli, "release", A]) == 0
+    capsys.readouterr()
+    assert main([*cli, "publish", str(public), A]) == 0
+    assert "removed from" in capsys.readouterr().out
+    assert sorted(p.name for p in (public / "release").iterdir()) == [A, "colab.md"]
+    assert "File > Upload notebook" in (public / "release" / "colab.md").read_text()
+    readme = (public / "README.md").read_text()
+    assert (
+        'pip install "transformers-course @ git+file://localhost/srv/tc#subdirectory=student"'
+        in readme
+    )
+    assert "colab.research" not in readme and "b_attention" not in readme
+    for page, links in relative_links(public).items():
+        for link in links:
+            assert ((public / page).parent / link.partition("#")[0]).exists(), (page, link)

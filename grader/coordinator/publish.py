@@ -1,5 +1,5 @@
-"""``course publish DIR [ASSIGNMENT ...]``: the public copy of a graded class, the part students
-may see.
+"""``course publish DIR``: the public copy of a graded class, the part students may see (``course
+publish DIR ASSIGNMENT ...``: those assignments).
 
 A graded class keeps the course in a private repository (the solutions and hidden tests of
 ``source/``, the gradebook's neighbours) and gives students one public address (docs/term.md).

@@ -334,7 +334,9 @@ def test_forget_takes_an_extension_waiting_for_grading(course: Path) -> None:
 GUIDE = """# The student's guide
 
 Open a notebook [on Colab](../release/colab.md), or [from the list](../README.md#top) above; the
-course's package is [student/](.) and its licence [here](LICENSE).
+course's package is [student/](.) and its licence [here](LICENSE). Or install it yourself:
+
+    pip install "transformers-course @ git+https://github.com/OWNER/REPO#subdirectory=student"
 """
 
 
@@ -397,7 +399,7 @@ def test_publish_writes_only_what_was_handed_out_and_never_the_solutions(
     assert (
         readme.startswith("# Transformers, a test course\n") and "instructor's page" not in readme
     )
-    assert f'pip install "{line}"' in readme
+    assert readme.count(f'pip install "{line}"') == 2 and "OWNER" not in readme
     colab = f"https://colab.research.google.com/github/me/public/blob/main/release/{A}/{NOTEBOOK}"
     assert colab in readme and colab in (public / "release" / "colab.md").read_text()
     assert "b_attention" not in readme + (public / "release" / "colab.md").read_text()

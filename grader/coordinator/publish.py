@@ -247,7 +247,8 @@ def _readme(
     root: Path, address: str, line: str, notebooks: list[str], exists: Callable[[str], bool]
 ) -> str:
     """The student's page: a header (name, install line, notebooks) and the guide's body, its
-    first heading dropped and its links made relative to the copy's top."""
+    first heading dropped, its links made relative to the copy's top and the placeholder's
+    install line, where it gives one, this address's."""
     rows = []
     for path in notebooks:
         url = where.colab_url(address, path)
@@ -261,7 +262,7 @@ def _readme(
         f'    pip install "{line}"\n\n'
         "Code: MIT. Course text: CC BY 4.0 ([LICENSE](LICENSE)).\n"
     )
-    guide = (root / GUIDE).read_text()
+    guide = (root / GUIDE).read_text().replace(where.install_line(where.PLACEHOLDER), line)
     guide = re.sub(r"\A\s*# .*\n", "", guide, count=1)
     guide = _relink(guide, lambda link: _from_student(link, exists))
     return header + "\n" + guide.lstrip("\n")

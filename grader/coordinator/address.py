@@ -141,7 +141,10 @@ def set_address(root: Path, address: str) -> str:
                           f"{configured(root)!r}: look at that file's last lines")  # fmt: skip
     if address == CLONE:
         return "the notebooks are for a clone or a JupyterHub: their first cell never installs"
-    said = f"students will install {install_line(address)!r}; run `course release` again"
+    said = (
+        f"students will install {install_line(address)!r}; run `course release` again (then "
+        "`course publish DIR` for a public repository)"
+    )
     return f"{note}.\n{said}" if note else said
 
 

@@ -191,8 +191,11 @@ def test_a_whole_term(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     # the fix: the hidden test put right, released with --force, A regraded
     (clone / "source" / A / f"{NOTEBOOK[A]}.ipynb").write_text(original)
     assert main([*cli, "release", A]) == 1
-    assert "test cell test_mask_hidden changed (hidden)" in capsys.readouterr().out
+    said = capsys.readouterr().out  # the changed test alone: the install cell has the address
+    assert "test cell test_mask_hidden changed (hidden)" in said and said.count(" changed") == 1
     assert main([*cli, "release", A, "--force"]) == 0
+    log = json.loads((clone / "releases.json").read_text())
+    assert [len(entry["changes"]) for entry in log] == [1], log
     assert main([*cli, "regrade", A, "--jobs", "2"]) == 0
     said = capsys.readouterr().out
     moved = [line for line in said.splitlines() if "->" in line]

@@ -258,7 +258,10 @@ def _readme(
         f"# {course_name(root)}\n\n"
         "The notebooks handed out so far, each with its first cell installing the course where "
         "it is missing:\n\n" + "\n".join(rows) + "\n\n"
-        "To install the course into your own Python:\n\n"
+        "To install the course into your own Python by hand (a notebook's first cell does the "
+        "same), on Linux without an NVIDIA GPU take PyTorch's CPU build first: PyPI's Linux "
+        "torch is the CUDA build, about 5 GB.\n\n"
+        "    pip install torch --index-url https://download.pytorch.org/whl/cpu  # Linux, no GPU\n"
         f'    pip install "{line}"\n\n'
         "Code: MIT. Course text: CC BY 4.0 ([LICENSE](LICENSE)).\n"
     )

@@ -163,10 +163,9 @@ def instructor_course(tmp_path: Path) -> tuple[Path, Path]:
     return clone, public
 
 
-def student_venv(folder: Path, constraints: Path) -> Path:
+def student_venv(folder: Path, env: dict[str, str]) -> Path:
     """A fresh venv (pip as venv gives it) with only `pip install jupyterlab`; its folder."""
     venv.create(folder, with_pip=True)
-    env = {**os.environ, "PIP_CONSTRAINT": str(constraints), "PIP_NO_CACHE_DIR": "1"}
     run([str(folder / "bin" / "python"), "-m", "pip", "install", "jupyterlab"], folder, env)
     return folder
 
@@ -179,7 +178,6 @@ def student_lab(
     (the server, the student's venv, the student's environment, the instructor's clone)."""
     clone, _public = instructor_course(tmp_path)
     constraints = clone / "constraints.txt"
-    venv_dir = student_venv(tmp_path / "student-venv", constraints)
     folder = tmp_path / "student"
     folder.mkdir()
     shutil.copy(clone / "release" / A / NB, folder / NB)  # what the LMS hands out
@@ -188,7 +186,8 @@ def student_lab(
         path = home / "lab-settings" / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(values))
-    env = student_env(venv_dir, home, constraints)
+    env = student_env(tmp_path / "student-venv", home, constraints)
+    venv_dir = student_venv(tmp_path / "student-venv", env)
     port, token, options = lab_address()
     command = [
         str(venv_dir / "bin" / "jupyter"),
@@ -331,7 +330,8 @@ def test_a_student_installs_answers_checks_and_hands_in(
         print(f"The install cell shows:\n{shown}\n")
         assert not re.search(r"Traceback|Error:", shown), f"the install cell failed:\n{shown}"
         if "Successfully installed" not in shown or "transformers-course" not in shown:
-            pending.append(f"the install cell shows no pip lines naming the course:\n{shown}")
+            said = shown or "(nothing: its output area is empty)"
+            pending.append(f"the install cell shows no pip lines naming the course:\n{said}")
         setup = cell.nth(grade_index(path, "setup"))
         shown = run_cell(page, setup)
         assert not re.search(r"Error|Traceback", shown), f"the setup cell failed:\n{shown}"
@@ -352,7 +352,7 @@ def test_a_student_installs_answers_checks_and_hands_in(
         assert MISTAKE_WORDS in shown, f"the test cell does not name the mistake:\n{shown}"
         assert MISTAKE["expect"]["message"] in shown
         top = first_lines(shown)
-        if not any(MISTAKE_WORDS in line for line in top):
+        if MISTAKE_WORDS not in " ".join(top):  # the message may wrap
             pending.append(
                 f"'{MISTAKE_WORDS}' is not in the first 3 lines of the test cell's output; "
                 "they are:\n" + "\n".join(top)
@@ -360,7 +360,7 @@ def test_a_student_installs_answers_checks_and_hands_in(
         replace_code(page, answer, solution("mask_solution"))
         run_cell(page, answer)
         shown = run_cell(page, test)
-        assert shown.startswith("OK"), f"the reference answer does not show OK:\n{shown}"
+        assert re.match(r"\s*OK\b", shown), f"the reference answer does not show OK:\n{shown}"
 
         # 5. Saved, then checked in a terminal as the student page says.
         page.keyboard.press("Control+S")

@@ -52,7 +52,11 @@ MISTAKE = yaml.safe_load((REPO / "demo" / A / "mask_transposed.yaml").read_text(
 MISTAKE_WORDS = "generate_square_subsequent_mask(3) is transposed"
 STUDENT = {"id": "s001", "first_name": "Ada", "last_name": "Lovelace", "lms_user_id": "4242"}
 CANVAS_FILE = "lovelaceada_4242_9001_{}"  # Canvas's NAME_USERID_ATTACHMENTID_FILE (lms_archives)
-TORCH_INDEX = "file:///opt/pypi/simple"  # the install cell's COURSE_TORCH_INDEX, here local
+# The install cell's COURSE_TORCH_INDEX: PyTorch's CPU index is not reachable from here, and the
+# local index (file:///opt/pypi/simple) lacks torch's dependencies at the instructor's pins
+# (filelock 4.3.1: "ResolutionImpossible"), so PyPI stands for it, as in tests/test_pip_install.py;
+# the pinned torch is this machine's CPU wheel (find-links, 2.13.0+cpu), as in `make setup`.
+TORCH_INDEX = "https://pypi.org/simple"
 INSTALL_TIMEOUT = 1_200_000  # ms: the first cell's pip, torch included, on a loaded machine
 CELL_TIMEOUT = 180_000  # ms: any other cell
 SERVER_START_TIMEOUT = 120  # s
@@ -92,7 +96,7 @@ def instructor_env() -> dict[str, str]:
 def student_env(venv_dir: Path, home: Path, constraints: Path) -> dict[str, str]:
     """A student's shell: the student's venv first on PATH, nothing of the instructor's (no
     .venv/bin, no course variables); pip reaches this machine's packages (its configuration,
-    the instructor's pins, PyTorch's index replaced by a local one)."""
+    the instructor's pins, PyTorch's CPU index replaced by :data:`TORCH_INDEX`)."""
     drop = {
         "VIRTUAL_ENV",
         "PYTHONPATH",

@@ -345,6 +345,13 @@ def test_a_student_installs_answers_checks_and_hands_in(
             env,
         ).strip()
         assert where.startswith(str(venv_dir)), f"course came from {where}, not the venv"
+        listed = run(
+            [str(venv_dir / "bin" / "python"), "-m", "pip", "list", "--format=json"],
+            server.root,
+            env,
+        )
+        cuda = [p["name"] for p in json.loads(listed) if p["name"].lower().startswith("nvidia")]
+        assert not cuda, f"a machine without an NVIDIA GPU got CUDA libraries: {cuda}"
 
         # 4. A typical wrong answer, then the right one.
         answer = cell.nth(grade_index(path, "mask_solution"))

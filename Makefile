@@ -35,7 +35,7 @@ test: lint  ## the test suite but its deep tier (lint first); installs Chromium 
 	$(BIN)/python -m pytest $(PARALLEL) -m "not deep"
 
 test-deep: setup  ## the deep tier: every callable of the student part scanned, the student part alone in a fresh venv, JupyterHub (CI runs it after make test)
-	bash tools/install_system_packages.sh
+	bash tools/install_system_packages.sh --browser
 	$(BIN)/python -m pytest $(PARALLEL) -m deep
 
 test-fast: lint  ## checks, pipeline units and repository checks, no grading run (docs/speed.md: how long)

@@ -137,7 +137,7 @@ def test_brightspace_feedback_zip_is_the_download_s_form(
         folder = lms_course / "feedback" / student / A
         folder.mkdir(parents=True)
         (folder / f"{NOTEBOOK}.html").write_text(f"<p>{student}</p>")
-    path, packed, _ = feedback_zip.pack(lms_course, A)
+    [(path, packed)], _ = feedback_zip.pack(lms_course, A)
     jane = brightspace_prefix("5501-901", "Jane Smith", at(5, 12, 30))
     john = brightspace_prefix("5501-903", "John Doe", at(5, 14, 15))
     tail = f" - {NOTEBOOK}_feedback.html" if flat else f"/{NOTEBOOK}_feedback.html"
@@ -258,7 +258,7 @@ def test_blackboard_download_is_collected(lms_course: Path, tmp_path: Path) -> N
         folder = lms_course / "feedback" / student / A
         folder.mkdir(parents=True)
         (folder / f"{NOTEBOOK}.html").write_text("<p>feedback</p>")
-    path, packed, _ = feedback_zip.pack(lms_course, A)
+    [(path, packed)], _ = feedback_zip.pack(lms_course, A)
     assert read_names(path) == [
         f"Masks_lab_john_attempt_2026-10-05-14-15-00_{NOTEBOOK}_feedback.html",
         f"Masks_lab_zoe_attempt_2026-10-05-09-00-00_{NOTEBOOK}_feedback.html",

@@ -9,7 +9,9 @@ more. This measures both sides on every exercise of each assignment, from the re
 (nothing is graded):
 
 - independent correct answers: each demo student who gets full marks in another style
-  (``demo/*/alt_correct*.yaml``), on the exercises its description writes itself;
+  (``demo/*/alt_correct*.yaml``), on the exercises its description writes itself, and two more
+  of A's long exercises written for this measurement (:data:`WRITTEN_HERE`, each checked equal
+  to the reference's outputs);
 - copies: the reference solution with every name the student chose renamed, its comments and
   docstrings rewritten and a comment line added (``copy``), and the same with a harmless
   statement slipped in after every third line (``copy+``).
@@ -34,6 +36,66 @@ from grader.shared.notebooks import read_notebook
 from grader.shared.paths import assignments, load_config, release_notebooks
 
 REPO = Path(__file__).resolve().parents[1]
+
+PE_1 = """class PositionalEncoding(nn.Module):
+    def __init__(self, d_model, dropout=0.1, max_len=5000):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        rows = []
+        for pos in range(max_len):
+            row = []
+            for i in range(0, d_model, 2):
+                angle = pos / (10000 ** (i / d_model))
+                row += [math.sin(angle), math.cos(angle)]
+            rows.append(row[:d_model])
+        self.register_buffer("pe", torch.tensor(rows, dtype=torch.float32))
+
+    def forward(self, x):
+        length = x.shape[1]
+        return self.dropout(x + self.pe[:length])
+"""
+PE_2 = """class PositionalEncoding(nn.Module):
+    def __init__(self, d_model, dropout=0.1, max_len=5000):
+        super().__init__()
+        self.dropout = nn.Dropout(p=dropout)
+        steps = torch.linspace(0, max_len - 1, max_len, dtype=torch.float64).view(-1, 1)
+        rates = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+        angle = (steps * rates).unsqueeze(-1)
+        both = torch.cat([angle.sin(), angle.cos()], -1)
+        self.register_buffer("pe", both.flatten(1).to(torch.float32))
+
+    def forward(self, x):
+        out = x + self.pe.narrow(0, 0, x.size(1))
+        return self.dropout(out)
+"""
+ROT_1 = """def apply_rotary(x, base=10000.0):
+    L, d = x.shape[-2:]
+    inv = 1.0 / base ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
+    t = torch.einsum("m,i->mi", torch.arange(L, dtype=torch.float64), inv)
+    c = torch.repeat_interleave(t.cos(), 2, dim=-1).to(x.dtype)
+    s = torch.repeat_interleave(t.sin(), 2, dim=-1).to(x.dtype)
+    swapped = torch.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).reshape(x.shape)
+    return x * c + swapped * s
+"""
+ROT_2 = """def apply_rotary(x, base=10000.0):
+    seq, dim = x.shape[-2], x.shape[-1]
+    result = torch.empty_like(x)
+    for k in range(dim // 2):
+        freq = base ** (-(2 * k) / dim)
+        ang = torch.arange(seq, dtype=torch.float64) * freq
+        co, si = torch.cos(ang).to(x.dtype), torch.sin(ang).to(x.dtype)
+        ev, od = x[..., 2 * k], x[..., 2 * k + 1]
+        result[..., 2 * k] = ev * co - od * si
+        result[..., 2 * k + 1] = ev * si + od * co
+    return result
+"""
+
+WRITTEN_HERE = {
+    "a_masks": [
+        {"PositionalEncoding": PE_1, "apply_rotary": ROT_1},
+        {"PositionalEncoding": PE_2, "apply_rotary": ROT_2},
+    ]
+}
 
 
 def own_code(nb: object, stubs: dict[str, set[str]], change: object = None) -> dict[str, list]:
@@ -90,9 +152,11 @@ def measure(root: Path, assignment: str) -> list[tuple[str, int, float, float, f
             for kind, extra in (("copy", False), ("copy+", True))
         }
         variants = []
-        for path in sorted((root / "demo" / assignment).glob("alt_correct*.yaml")):
+        paths = sorted((root / "demo" / assignment).glob("alt_correct*.yaml"))
+        written = [read_description(path)["code"] for path in paths]
+        for code in written + WRITTEN_HERE.get(assignment, []):
             nb = read_notebook(root / "release" / assignment / f"{name}.ipynb")
-            fill(nb, read_description(path)["code"])
+            fill(nb, code)
             variants.append(own_code(nb, stubs))
         for exercise in exercises:
             solution = [t for c in exercise.solutions for t in reference.get(c, [])]
@@ -107,9 +171,33 @@ def measure(root: Path, assignment: str) -> list[tuple[str, int, float, float, f
                 )
                 for kind in ("copy", "copy+")
             )
-            rows.append((f"{assignment}/{exercise.name}", length, max(shares, default=-1),
-                         copy, more, len(shares)))  # fmt: skip
+            rows.append((f"{assignment}/{exercise.name}", length, shares, copy, more))
     return rows
+
+
+def written_here_are_correct() -> bool:
+    """Whether each of :data:`WRITTEN_HERE` gives the reference's outputs (A's, on random
+    inputs; dropout off)."""
+    import math
+
+    import torch
+    from torch import nn
+
+    source = read_notebook(REPO / "source" / "a_masks" / "masks_and_positions.ipynb")
+    reference: dict = {"torch": torch, "nn": nn, "math": math}
+    for cell in ("pe_solution", "rotary_solution"):
+        exec(reference_code(source)[cell], reference)  # noqa: S102 - the course's own code
+    x, y = torch.randn(2, 7, 10), torch.randn(3, 5, 8)
+    ok = True
+    for variant in WRITTEN_HERE["a_masks"]:
+        mine: dict = {"torch": torch, "nn": nn, "math": math}
+        for code in variant.values():
+            exec(code, mine)  # noqa: S102 - written above
+        pe = mine["PositionalEncoding"](10, 0.0, 50).eval()
+        want = reference["PositionalEncoding"](10, 0.0, 50).eval()
+        ok &= torch.allclose(pe(x), want(x), atol=1e-5)
+        ok &= torch.allclose(mine["apply_rotary"](y), reference["apply_rotary"](y), atol=1e-5)
+    return bool(ok)
 
 
 def main() -> int:
@@ -121,22 +209,24 @@ def main() -> int:
     print(f"{'exercise':34} tokens  independent(max, n)  copy  copy+")
     counts = {"independent": [0, 0], "copy": [0, 0], "copy+": [0, 0]}
     for assignment in args.assignment or assignments(REPO):
-        for exercise, length, best, copy, more, n in measure(REPO, assignment):
+        for exercise, length, shares, copy, more in measure(REPO, assignment):
             long = length >= least
-            shown = f"{best:6.0%} ({n})" if n else "     -    "
+            shown = f"{max(shares):6.0%} ({len(shares)})" if shares else "     -    "
             print(f"{exercise:34} {length:6}  {shown:>19}  {copy:4.0%}  {more:5.0%}"
                   + ("" if long else "  (short: never marked)"))  # fmt: skip
             if long:
-                counts["independent"][0] += n and best >= share
-                counts["independent"][1] += n
+                counts["independent"][0] += sum(v >= share for v in shares)
+                counts["independent"][1] += len(shares)
                 counts["copy"][0] += copy >= share
                 counts["copy"][1] += 1
                 counts["copy+"][0] += more >= share
                 counts["copy+"][1] += 1
     for kind, (marked, total) in counts.items():
-        unit = "exercises with an independent answer" if kind == "independent" else "exercises"
-        print(f"{kind}: marked on {marked} of {total} long {unit}")
-    ok = counts["independent"][0] == 0 and counts["copy"][0] == counts["copy"][1]
+        unit = "answers on long exercises" if kind == "independent" else "long exercises"
+        print(f"{kind}: marked {marked} of {total} {unit}")
+    correct = written_here_are_correct()
+    print(f"the answers written here give the reference's outputs: {correct}")
+    ok = counts["independent"][0] == 0 and counts["copy"][0] == counts["copy"][1] and correct
     return 0 if ok else 1
 
 

@@ -79,6 +79,31 @@ def test_every_download_is_kept_and_each_lms_gets_its_feedback_zip(lms_course: P
     ]
 
 
+def test_two_zips_of_one_name_are_both_kept(lms_course: Path, tmp_path: Path) -> None:
+    """Two sections' downloads saved under the same name: both kept; the same zip collected
+    again replaces its own folder."""
+    first = write_zip(
+        tmp_path / "submissions.zip",
+        {canvas_name("smithjane", 1001, 501, f"{NOTEBOOK}.ipynb"): notebook_bytes("jane")},
+    )
+    collect.collect(lms_course, A, first, "canvas")
+    collect.collect(lms_course, A, first, "canvas")
+    (tmp_path / "s2").mkdir()
+    second = write_zip(
+        tmp_path / "s2" / "submissions.zip",
+        {canvas_name("newzed", 1009, 509, f"{NOTEBOOK}.ipynb"): notebook_bytes("zed")},
+    )
+    collect.collect(lms_course, A, second, "canvas")
+    record = collect.read_record(lms_course, A)
+    assert sorted(record["downloads"]) == ["canvas-submissions", "canvas-submissions-2"]
+    assert {s: e["download"] for s, e in record["students"].items()} == {
+        "jsmith": "canvas-submissions",
+        "1009": "canvas-submissions-2",
+    }
+    assert sorted(p.name for p in (lms_course / "downloaded" / A).iterdir()) == [
+        "canvas-submissions", "canvas-submissions-2", "lms.json"]  # fmt: skip
+
+
 def grades(root: Path, ungraded: str) -> None:
     """A graded for the four: 7 points each, ``ungraded``'s written answer waiting."""
     with warnings.catch_warnings(), Gradebook(db_url(root)) as gb:

@@ -24,7 +24,8 @@ is read by the LMS's class (:meth:`grader.lms.base.LmsSystem.parse`). For each s
 
 One assignment may be collected from several LMSs, or from one LMS in several downloads (two
 sections): each download is kept in its own folder, ``downloaded/ASSIGNMENT/LMS-ZIPNAME/``
-(the same zip's name collected again replaces its folder), and ``lms.json`` keeps every
+(the same zip collected again replaces its folder; another zip of the same name gets
+``LMS-ZIPNAME-2/``), and ``lms.json`` keeps every
 student's entry with the LMS and the download it came from, and every LMS id it was known by
 (``ids``), so that each LMS's feedback zip and grade file hold its own students and
 ``course forget`` finds a student in every download. A record written before (one LMS, the
@@ -105,7 +106,7 @@ def collect(
         raise CourseError(f"release/{assignment} has no notebooks: run `course release` first.")
     url = db_url(root)
     gradebook.require_assignment(url, assignment)
-    download = download_name(lms, zip_path)
+    download = download_name(root / "downloaded" / assignment, lms, zip_path)
     extracted = archive.extract(
         zip_path, download_folder(root, assignment, download), lms_class.download_steps
     )
@@ -282,9 +283,19 @@ def _remember(
             )  # fmt: skip
 
 
-def download_name(lms: str, zip_path: Path) -> str:
-    """The folder of one download under ``downloaded/ASSIGNMENT/``: the LMS and the zip's name."""
-    return f"{lms}-" + (re.sub(r"[^\w.-]+", "_", zip_path.stem).strip("._") or "download")
+def download_name(folder: Path, lms: str, zip_path: Path) -> str:
+    """The folder of one download under ``folder`` (``downloaded/ASSIGNMENT/``): the LMS and
+    the zip's name, numbered when a different zip of that name was kept there before."""
+    base = f"{lms}-" + (re.sub(r"[^\w.-]+", "_", zip_path.stem).strip("._") or "download")
+    name, number = base, 1
+    while True:
+        kept = folder / name / "archive" / "submissions.zip"
+        if not kept.is_file() or (
+            zip_path.is_file() and kept.read_bytes() == zip_path.read_bytes()
+        ):
+            return name
+        number += 1
+        name = f"{base}-{number}"
 
 
 def download_folder(root: Path, assignment: str, download: str) -> Path:

@@ -25,10 +25,10 @@ is read by the LMS's class (:meth:`grader.lms.base.LmsSystem.parse`). For each s
 One assignment may be collected from several LMSs, or from one LMS in several downloads (two
 sections): each download is kept in its own folder, ``downloaded/ASSIGNMENT/LMS-ZIPNAME/``
 (the same zip collected again replaces its folder; another zip of the same name gets
-``LMS-ZIPNAME-2/``), and ``lms.json`` keeps every
-student's entry with the LMS and the download it came from, and every LMS id it was known by
-(``ids``), so that each LMS's feedback zip and grade file hold its own students and
-``course forget`` finds a student in every download. A record written before (one LMS, the
+``LMS-ZIPNAME-2/``), and ``lms.json`` keeps every student's entry with the LMS and the
+download it came from, and every LMS id it was known by (``ids``), so that each LMS's feedback
+zip and grade file hold its own students and ``course forget`` finds a student in every
+download. A record written before (one LMS, the
 download in ``downloaded/ASSIGNMENT/`` itself) is read as one download named ''.
 """
 

@@ -317,8 +317,9 @@ def _lms_command(root: Path, args: argparse.Namespace) -> int:
     elif args.command == "feedback":
         print(f"feedback written under {pipeline.feedback(root, args.assignment)}")
         if args.zip:
-            path, packed, left = feedback_zip.pack(root, args.assignment)
-            print(f"{len(packed)} students' feedback packed into {path} for upload")
+            written, left = feedback_zip.pack(root, args.assignment)
+            for path, packed in written:
+                print(f"{len(packed)} students' feedback packed into {path} for upload")
             for line in left:
                 print(f"  not packed: {line}")
     else:
@@ -330,10 +331,14 @@ def _lms_command(root: Path, args: argparse.Namespace) -> int:
             if name.strip()
         ]
         names = [c.partition("=")[0].strip() for c in chosen]
-        for line in final.require_final(root, names, args.allow_ungraded):
-            print(line)
-        path, left = export.export(root, args.lms, out, args.missing, chosen, args.gradebook)
+        waiting = final.require_final(root, names, args.allow_ungraded, args.lms)
+        written: set[tuple[str, str]] = set()
+        path, left = export.export(
+            root, args.lms, out, args.missing, chosen, args.gradebook, written
+        )
         print(f"grades written to {path} for import into {args.lms.title()}")
+        for line in final.exported_anyway(waiting, written):
+            print(line)
         for line in left:
             print(f"  not written: {line}")
         return 1 if left else 0

@@ -59,10 +59,31 @@ LIMIT = 2.5  # a graded call takes well under a second
 BASELINE_LIMIT = 300.0  # the reference answers on every test cell of an assignment
 # Callables of course/ that may run past LIMIT in the place of a graded name, "module.name": why
 # such a run is no answer. Any other callable over the limit fails the scan as "not decided".
+# Seen over the limit on the 2-core machine (2026-12, one assignment at a time, the machine busy).
+_SIZED = "called with C's sizes (a vocabulary, a model's width) it allocates gigabytes"
+_READS = "reads the course's corpora from disk (or asks the Hugging Face hub, out of reach here)"
+_DRAWS = "draws a matplotlib figure: seconds of CPU on a busy machine"
 SLOW: dict[str, str] = {
-    "course.e_pretraining.text.pretraining_texts": (
-        "reads and filters the pretraining corpora (the novels, WikiText-2) whatever it is given: "
-        "seconds of CPU, and a dict of text lists, not what a graded name returns"
+    "course.a_masks.probe.encoding_input": f"{_SIZED}; a tensor, not a count or a module",
+    "course.d_language_model.baselines.LSTMModel": f"{_SIZED} of weights; an LSTM, no count",
+    "course.d_language_model.head_checks.induction_inputs": f"{_SIZED}; one-hot patterns",
+    "course.d_language_model.head_plots.head_labels": (
+        "one label per layer and head: called with C's sizes, tens of millions of strings"
+    ),
+    "course.d_language_model.head_plots.plot_attention_grid": f"{_DRAWS}; it returns None",
+    "course.plots.mask_heatmap": f"{_DRAWS}; it returns a figure",
+    "course.e_pretraining.kv_cache_checks.readable_step_inputs": f"{_SIZED}; KV-cache inputs",
+    "course.e_pretraining.kv_cache_checks.sequence_inputs": f"{_SIZED}; attention inputs",
+    "course.e_pretraining.text.held_out_sentences": f"{_READS}; a list of sentences",
+    "course.e_pretraining.text.pretraining_texts": f"{_READS}; a dict of text lists",
+    "course.data.corpora._shakespeare_lines": f"{_READS}; a list of lines",
+    "course.data.corpora._polarity_sentences": f"{_READS}; a dataset of sentences",
+    "course.data.corpora._stratified_split": (
+        "splits a dataset of the corpora (datasets' own code, slow to refuse other values); "
+        "a pair of datasets"
+    ),
+    "course.f_attention_exploration.experiments.sample_keys": (
+        f"{_SIZED}: as many key samples as it is asked for; a tensor of keys"
     ),
 }
 

@@ -39,7 +39,7 @@ from tests.lms_archives import canvas_name, moodle_folder, read_names, write_zip
 from tests.test_lms import SHEET_HEADERS, SHEET_TIME
 from tests.test_lms_term import canvas_export, roster
 
-pytestmark = pytest.mark.deep  # a term's worth of grading: minutes
+pytestmark = [pytest.mark.deep, pytest.mark.slow]  # a term's worth of grading: minutes
 
 A, B, C = "a_masks", "b_attention", "c_params"
 NOTEBOOK = {A: "masks_and_positions", B: "attention_and_layer"}

@@ -160,11 +160,11 @@ def busy_worker(client: Client, deadline: float) -> tuple[str, str]:
         sent by value, the workers cannot import the tests)."""
         return [str(ts.key) for ts in dask_worker.state.executing]  # type: ignore[attr-defined]
 
-    pids = client.run(os.getpid)
     while time.monotonic() < deadline:
+        pids = client.run(os.getpid)  # asked again each time: a worker may have joined since
         for worker, keys in client.run(executing).items():
             grading = [key for key in keys if key.startswith("grade-")]
-            if grading and grading_now(pids[worker]):
+            if grading and worker in pids and grading_now(pids[worker]):
                 return worker, grading[0]
         time.sleep(0.2)
     raise AssertionError("no worker ever ran a grading task")

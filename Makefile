@@ -6,7 +6,6 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum |
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # The test suite in $(JOBS) processes, each group of tests whole in one (tests/conftest.py).
 PARALLEL := -n $(JOBS)
-ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: help setup demo test test-deep test-fast lint lab formgrader release benchmark clean student-wheel student-lower-bounds
 
@@ -36,16 +35,15 @@ test: lint  ## the test suite but its deep tier (lint first); installs Chromium 
 	$(BIN)/python -m pytest $(PARALLEL) -m "not deep"
 
 test-deep: setup  ## the deep tier: every callable of the student part scanned, the student part alone in a fresh venv, JupyterHub (CI runs it after make test)
-	bash tools/install_system_packages.sh
+	bash tools/install_system_packages.sh --browser
 	$(BIN)/python -m pytest $(PARALLEL) -m deep
 
 test-fast: lint  ## checks, pipeline units and repository checks, no grading run (docs/speed.md: how long)
 	bash tools/install_system_packages.sh
 	$(BIN)/python -m pytest $(PARALLEL) -m "not slow and not deep"
 
-lab: setup  ## JupyterLab on your own copy of the student notebooks, work/ (made once from release/)
-	$(BIN)/python tools/student_copy.py
-	$(BIN)/jupyter lab $(ROOT_FLAG) --notebook-dir=work
+lab: setup  ## JupyterLab on your own copy of the student notebooks, work/ (made once from release/), no instructor tools
+	$(BIN)/python tools/student_lab.py
 
 formgrader: setup  ## the instructor's JupyterLab on the course folder: Nbgrader > Formgrader (course lab)
 	$(BIN)/course lab

@@ -11,13 +11,15 @@ Full mode is the notebook as an instructor or a self-learner runs it (``COURSE_F
 text quotes; ``--quiet``: not), the seconds of each cell over 2 s, the wall-clock seconds, the CPU
 seconds of the kernel and its children, the load average before and after (another job on the
 machine slows every figure), and writes the cells' printouts and times to
-``tools/stages/full_modes/LETTER.json``. Beside each time it records the machine (its processor's
-model, its cores, and the GFLOP/s of one second of square matmuls in float32 and in bfloat16, so
-that a reader can scale a time to their own machine: a processor without bfloat16 instructions
-emulates it, far below its float32 figure). The latest result of each notebook is kept in
-``tools/stages/full_modes.json``; the table in docs/speed.md (between its two markers) is written
-from that file, so that the docs quote one set of full-mode CPU figures, each with its date and
-load. On a GPU machine, ``COURSE_DEVICE=cuda`` and ``--label`` name the device.
+``tools/stages/full_modes/LETTER.json``, with the notebook's code hash (``record_run.code_hash``:
+``tests/test_record_hashes.py`` fails when the notebook's code has changed since). Beside each
+time it records the machine (its processor's model, its cores, and the GFLOP/s of one second of
+square matmuls in float32 and in bfloat16, so that a reader can scale a time to their own
+machine: a processor without bfloat16 instructions emulates it, far below its float32 figure).
+The latest result of each notebook is kept in ``tools/stages/full_modes.json``; the table in
+docs/speed.md (between its two markers) is written from that file, so that the docs quote one
+set of full-mode CPU figures, each with its date and load. On a GPU machine,
+``COURSE_DEVICE=cuda`` and ``--label`` name the device.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ import resource
 import sys
 import time
 from pathlib import Path
+
+import nbformat
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tools"))
@@ -117,7 +121,9 @@ def measure(letter: str, timeout: int, label: str = "", beside: str = "") -> tup
     box = machine() | ({"label": label} if label else {})
     before = os.getloadavg()[0]
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    nb, seconds = record_run.run(REPO / "source" / path, timeout)
+    source = REPO / "source" / path
+    written_by = record_run.code_hash(nbformat.read(source, as_version=4))
+    nb, seconds = record_run.run(source, timeout)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - used.ru_utime) + (after.ru_stime - used.ru_stime)
     printed = {
@@ -127,7 +133,13 @@ def measure(letter: str, timeout: int, label: str = "", beside: str = "") -> tup
     }
     slow = slow_cells(nb)
     RECORDS.mkdir(parents=True, exist_ok=True)
-    record = {"machine": box, "printed": printed, "seconds of the cells over 2 s": slow}
+    record = {
+        "machine": box,
+        "notebook": f"source/{path}",
+        "code_hash": written_by,
+        "printed": printed,
+        "seconds of the cells over 2 s": slow,
+    }
     text = json.dumps(record, indent=1, ensure_ascii=False)
     (RECORDS / f"{key(letter, beside)}.json").write_text(text)
     return record, {

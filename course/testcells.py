@@ -2,7 +2,8 @@
 
 Every failed check raises :class:`GradingError`, an ``AssertionError`` whose message teaches:
 what was checked, what was expected, what came, and, when we recognise it, the name of the
-mistake. ``course check`` and the feedback show that message and nothing else.
+mistake. ``course check`` and the feedback show that message and nothing else, and a notebook
+shows it first, its traceback hidden (:mod:`course.short_traceback`).
 
 The torch functions used to compare values are captured when this module is imported (the
 first cell of every notebook imports it, before any student code runs), so a notebook that
@@ -20,6 +21,7 @@ from typing import NoReturn
 import torch
 
 from course import guard as _guard
+from course import short_traceback as _short_traceback
 
 # References captured before student code runs (see the module docstring).
 _SNAPSHOT = _guard.capture()
@@ -35,6 +37,11 @@ class GradingError(AssertionError):
     def __init__(self, message: str = "", mistake: str | None = None) -> None:
         super().__init__(message)
         self.mistake = mistake or mistake_key()
+
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows for this error: the message first, the traceback one variable
+        away (:mod:`course.short_traceback`)."""
+        return _short_traceback.render(self)
 
 
 def mistake_key(depth: int = 1) -> str:

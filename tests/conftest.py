@@ -7,7 +7,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -24,10 +24,31 @@ from grader.shared.paths import assignments, use_this_python
 REPO = Path(__file__).resolve().parents[1]
 # tools/ on the path, as when its scripts run: they import one another by name (notebook_code)
 sys.path.append(str(REPO / "tools"))
+
+
+def chosen_assignments(every: list[str], setting: str | None) -> list[str]:
+    """The assignments the tests run on: all of ``every``, or those that ``setting`` (the value
+    of COURSE_ASSIGNMENTS, a comma-separated list) names. A name that is no assignment is an
+    error, not a narrower run: a misspelt one would empty every test parametrized by assignment
+    and let their loops pass on nothing."""
+    if setting is None:
+        chosen = list(every)
+    else:
+        named = [name.strip() for name in setting.split(",")]
+        unknown = [name for name in named if name not in every]
+        if unknown:
+            raise pytest.UsageError(
+                f"COURSE_ASSIGNMENTS={setting!r} names no assignment {unknown}: the assignments "
+                f"are {', '.join(every)}"
+            )
+        chosen = [a for a in every if a in named]
+    if not chosen:
+        raise pytest.UsageError(f"no assignment to test in {REPO / 'source'}")
+    return chosen
+
+
 # All assignments; COURSE_ASSIGNMENTS=a_masks,b_attention narrows a local run while authoring.
-ASSIGNMENTS = [
-    a for a in assignments(REPO) if a in os.environ.get("COURSE_ASSIGNMENTS", a).split(",")
-]
+ASSIGNMENTS = chosen_assignments(assignments(REPO), os.environ.get("COURSE_ASSIGNMENTS"))
 
 
 def run_coroutine(coroutine: Coroutine[Any, Any, Any]) -> Any:
@@ -118,6 +139,71 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return FIRST.index(group) if group in FIRST else 3 if group in readers else 2
 
     items.sort(key=order)
+
+
+# A test that grades through nbgrader is `slow` (pyproject.toml's markers say so, `make test-fast`
+# leaves them out): any other test that starts the course's `nbgrader autograde` in this process,
+# cold or forked by a warm worker (grader/coordinator/nbgrader_run.py's two ways), fails, named.
+GRADED_OUTSIDE_SLOW = pytest.StashKey[list[str]]()
+
+
+class GradedOutsideSlow(BaseException):
+    """Raised where a test not marked slow starts nbgrader's grading (BaseException: grading's
+    own error handling does not turn it into a report line)."""
+
+
+def _grades(arguments: list[str]) -> bool:
+    """Whether a command line (or a forked nbgrader's arguments) autogrades."""
+    words = [str(a) for a in arguments]
+    return "autograde" in words and ("grader.nbgrader.main" in words or words[0] == "autograde")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """Outside the slow tests, the nbgrader process of a grading run refuses to start."""
+    if item.get_closest_marker("slow"):
+        yield
+        return
+    from grader.shared import process_output  # noqa: PLC0415 - imported where needed
+    from grader.warm.forkserver import ForkServer  # noqa: PLC0415
+
+    started = item.stash.setdefault(GRADED_OUTSIDE_SLOW, [])
+
+    def refuse(arguments: list[str]) -> None:
+        if _grades(arguments):
+            started.append(" ".join(map(str, arguments))[:200])
+            raise GradedOutsideSlow(f"{item.nodeid} grades through nbgrader: mark it slow")
+
+    popen, spawn = process_output.BoundedPopen, ForkServer.spawn
+
+    class Refusing(popen):  # type: ignore[misc, valid-type]
+        def __init__(self, args: list[str], *rest: object, **options: object) -> None:
+            refuse(args)
+            super().__init__(args, *rest, **options)
+
+    def refusing_spawn(server: ForkServer, command: list[str], *rest: object) -> object:
+        refuse(command)
+        return spawn(server, command, *rest)
+
+    process_output.BoundedPopen, ForkServer.spawn = Refusing, refusing_spawn
+    try:
+        yield
+    finally:
+        process_output.BoundedPopen, ForkServer.spawn = popen, spawn
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """A test that started nbgrader without the slow mark fails, whatever it caught."""
+    outcome = yield
+    report = outcome.get_result()
+    started = item.stash.get(GRADED_OUTSIDE_SLOW, [])
+    if started and report.when == "call" and report.passed:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} is not marked slow but grades through nbgrader ({started[0]}): "
+            "mark it slow (pyproject.toml's markers)"
+        )
 
 
 def pytest_configure(config: pytest.Config) -> None:

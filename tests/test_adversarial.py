@@ -26,7 +26,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbformat import NotebookNode
-from nbgrader.api import Gradebook
+from nbgrader.api import Gradebook, MissingEntry
 
 from grader.coordinator import cluster, demo, pipeline
 from grader.coordinator.grading import Graded
@@ -367,12 +367,25 @@ def lines(root: Path, student: str) -> list[dict[str, str]]:
     return rows
 
 
-def auto_score(root: Path, student: str) -> float | None:
+def auto_score(root: Path, student: str) -> float:
+    """The student's autograded score in the gradebook; an error when it has none (a missing
+    grade on both sides of a comparison must not make it hold)."""
     with Gradebook(pipeline.db_url(root)) as gb:
         try:
-            return gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, student).code_score
-        except Exception:
-            return None
+            score = gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, student).code_score
+        except MissingEntry:
+            raise AssertionError(f"{student} has no graded {NOTEBOOK} in the gradebook") from None
+    assert isinstance(score, int | float), f"{student}'s score is {score!r}"
+    return score
+
+
+def test_a_missing_grade_is_an_error_not_a_score(tmp_path: Path) -> None:
+    """The test's own check: two students missing from the gradebook do not compare equal."""
+    root = make_course_copy(tmp_path / "course")
+    with Gradebook(pipeline.db_url(root)) as gb:
+        gb.add_assignment(ASSIGNMENT)
+    with pytest.raises(AssertionError, match="nobody has no graded"):
+        assert auto_score(root, "nobody") == auto_score(root, "nobody_else")
 
 
 def scores(root: Path, student: str) -> dict[str, float]:
@@ -387,6 +400,7 @@ def test_honest_students_are_unchanged(adversarial_class: Path) -> None:
     cells = recorded([ASSIGNMENT])["cells"]
     for student in HONEST:
         usual = {cell: c["score"] for cell, c in cells[f"{ASSIGNMENT}/{student}"].items()}
+        assert usual, f"no recorded test cell of {student}"
         got = scores(adversarial_class, student)
         assert {cell: got.get(cell) for cell in usual} == usual, student
         assert lines(adversarial_class, student)[0]["status"] == "graded"

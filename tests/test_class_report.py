@@ -151,6 +151,55 @@ def test_the_instructors_own_solution_counts_for_no_pair() -> None:
     assert similarity.alike(subs, threshold=0.01, given=similarity.submission("", OTHER))
 
 
+PUBLISHED = """def apply_rotary(x, base=10000.0):
+    \"\"\"The stub's docstring.\"\"\"
+    length, width = x.shape[-2], x.shape[-1]
+    two_i = torch.arange(0, width, 2, dtype=torch.float64, device=x.device)
+    position = torch.arange(length, dtype=torch.float64, device=x.device)
+    angle = torch.outer(position, base ** (-two_i / width))
+    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    a, b = x[..., 0::2], x[..., 1::2]
+    turned = torch.stack([a * cos - b * sin, a * sin + b * cos], dim=-1)
+    return turned.flatten(-2)
+"""
+STUB = {"def apply_rotary(x, base=10000.0):", '"""The stub\'s docstring."""'}
+DISGUISED = """def apply_rotary(x, base=10000.0):
+    \"\"\"The stub's docstring.\"\"\"
+    # my own way
+    n, d = x.shape[-2], x.shape[-1]  # sizes
+    evens = torch.arange(0, d, 2, dtype=torch.float64, device=x.device)
+    where = torch.arange(n, dtype=torch.float64, device=x.device)
+    theta = torch.outer(where, base ** (-evens / d))  # angles
+    c, s = theta.cos().to(x.dtype), theta.sin().to(x.dtype)
+    first, second = x[..., 0::2], x[..., 1::2]
+    out = torch.stack([first * c - second * s, first * s + second * c], dim=-1)
+    return out.flatten(-2)
+"""
+INDEPENDENT = """def apply_rotary(x, base=10000.0):
+    \"\"\"The stub's docstring.\"\"\"
+    *lead, length, d = x.shape
+    pairs = torch.view_as_complex(x.reshape(*lead, length, d // 2, 2).contiguous())
+    exponent = 2 * torch.arange(d // 2, dtype=x.dtype) / d
+    angle = torch.arange(length, dtype=x.dtype)[:, None] / base**exponent
+    turned = pairs * torch.polar(torch.ones_like(angle), angle)
+    return torch.view_as_real(turned).reshape(x.shape)
+"""
+
+
+def test_a_disguised_copy_of_the_published_solution_is_marked_an_independent_one_not() -> None:
+    solution = similarity.own_tokens([(PUBLISHED, STUB)])
+    code = {
+        name: {"rotary": similarity.own_tokens([(text, STUB)])}
+        for name, text in (("copy", DISGUISED), ("own", INDEPENDENT))
+    }
+    found = similarity.near_published(code, {"rotary": solution}, least=40)
+    assert [(n.student, n.exercise) for n in found] == [("copy", "rotary")]
+    assert found[0].share > 0.9
+    assert similarity.published_share(code["own"]["rotary"], solution) < 0.3
+    # an exercise shorter than the least: never marked, even for the solution itself
+    assert similarity.near_published(code, {"rotary": solution}, least=len(solution) + 1) == []
+
+
 def test_code_that_does_not_tokenize_is_read_word_by_word() -> None:
     broken = ORIGINAL + '\n    x = "unfinished\n    (('
     found = similarity.tokens(broken)
@@ -183,6 +232,19 @@ def test_the_copied_pairs_top_the_similarity_list(synthetic: tuple) -> None:
     data = class_report.gather(root, ASSIGNMENT)
     top = {(p.a, p.b) for p in data.pairs[: len(planted["pairs"])]}
     assert top == set(planted["pairs"])
+
+
+def test_the_page_marks_copies_of_the_published_solution_for_review(
+    synthetic: tuple, tmp_path: Path
+) -> None:
+    """Students of the generated class who wrote the reference's own long exercises (their
+    names changed) are listed, for review; the page says it is no verdict."""
+    root, _ = synthetic
+    data = class_report.gather(root, ASSIGNMENT)
+    assert data.published and {n.exercise for n in data.published} <= {"pe", "rotary"}
+    assert all(n.share >= similarity.PUBLISHED_SHARE for n in data.published)
+    text = class_report_html.page(data, tmp_path / "page.html")
+    assert "Close to the published solution: to review" in text and "never a verdict" in text
 
 
 def test_the_page_is_self_contained_and_says_how_it_compares(synthetic: tuple) -> None:

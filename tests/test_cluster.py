@@ -143,32 +143,63 @@ def family(pid: int) -> list[psutil.Process]:
     return [process, *process.children(recursive=True)]
 
 
-def busy_worker(address: str, deadline: float) -> str:
-    """The address of a worker running a grading task, as soon as there is one."""
-    with Client(address, timeout="20s") as client:
-        while time.monotonic() < deadline:
-            for worker, keys in client.processing().items():
-                if any(str(key).startswith("grade-") for key in keys):
-                    time.sleep(2)  # well into the task: nbgrader and the kernel are running
-                    return worker
-            time.sleep(0.2)
+def grading_now(pid: int) -> bool:
+    """Whether the worker process ``pid`` has an nbgrader grading process under it."""
+    try:
+        return any("grader.nbgrader.main" in p.cmdline() for p in family(pid)[1:])
+    except psutil.Error:  # a process of the family ended meanwhile: ask again
+        return False
+
+
+def busy_worker(client: Client, deadline: float) -> tuple[str, str]:
+    """A worker that is running a grading task, by the worker's own state, with nbgrader running
+    under it, and that task's key, as soon as there is one."""
+
+    def executing(dask_worker: object) -> list[str]:
+        """On a worker: the keys of the tasks it runs now, by its own state (a local function:
+        sent by value, the workers cannot import the tests)."""
+        return [str(ts.key) for ts in dask_worker.state.executing]  # type: ignore[attr-defined]
+
+    while time.monotonic() < deadline:
+        pids = client.run(os.getpid)  # asked again each time: a worker may have joined since
+        for worker, keys in client.run(executing).items():
+            grading = [key for key in keys if key.startswith("grade-")]
+            if grading and worker in pids and grading_now(pids[worker]):
+                return worker, grading[0]
+        time.sleep(0.2)
     raise AssertionError("no worker ever ran a grading task")
+
+
+def processing_when_removed(client: Client, worker: str, deadline: float) -> set[str]:
+    """The tasks that ``worker`` was still processing when the scheduler lost it: from the
+    "remove-worker" event in the worker's own topic of events."""
+    while time.monotonic() < deadline:
+        for _, event in client.get_events(worker):
+            if isinstance(event, dict) and event.get("action") == "remove-worker":
+                return {str(key) for key in event["processing-tasks"]}
+        time.sleep(0.2)
+    raise AssertionError(f"the scheduler never said that it lost {worker}")
 
 
 def test_a_worker_that_dies_mid_task_loses_nothing(
     tcp_cluster: tuple[str, list], class_to_grade: Path, sequential: Path, tmp_path: Path
 ) -> None:
+    """The worker is killed while its grading task runs (its own state says it is running it
+    before the kill; the scheduler's record of the loss names it as still processing); the task
+    is graded again elsewhere and every score is that of ``--jobs 1``."""
     address, workers = tcp_cluster
     root = copy_of(class_to_grade, tmp_path / "course")
     command = [str(BIN / "course"), "--root", str(root), "autograde", ASSIGNMENT]
     command += ["--scheduler", address] + [f"--student={s}" for s in STUDENTS]
     run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    victim = busy_worker(address, time.monotonic() + 120)
     with Client(address, timeout="20s") as client:
+        victim, task = busy_worker(client, time.monotonic() + 120)
         victim_pid = client.run(os.getpid)[victim]
-    killed = [w for w in workers if victim_pid in {p.pid for p in family(w.pid)}]
-    assert len(killed) == 1, f"no worker process runs {victim}"
-    kill_tree(killed[0].pid)  # the machine dies: worker, nbgrader and kernel at once
+        killed = [w for w in workers if victim_pid in {p.pid for p in family(w.pid)}]
+        assert len(killed) == 1, f"no worker process runs {victim}"
+        kill_tree(killed[0].pid)  # the machine dies: worker, nbgrader and kernel at once
+        lost = processing_when_removed(client, victim, time.monotonic() + 120)
+    assert task in lost, f"{task} had ended on {victim} before the kill: {sorted(lost)}"
     log, _ = run.communicate(timeout=600)
     assert run.returncode == 0, log[-3000:]
     assert outcome(root) == outcome(sequential), log[-3000:]

@@ -4,8 +4,11 @@ docs/colab.md links every assignment; all of it from the one address in ``tools/
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,32 +19,142 @@ from IPython.core.inputtransformer2 import TransformerManager
 from tests.conftest import REPO
 from tools import colab
 
+FIND_SPEC = importlib.util.find_spec  # before any test patches it
 
-def run_install_cell(monkeypatch, course_found: bool) -> list[list[str]]:
-    """Run the install cell as IPython would, pip replaced by a list of its commands (the real
-    pip runs in tests/test_pip_install.py); return the commands it ran."""
-    real = importlib.util.find_spec
+
+class FakePip:
+    """subprocess.Popen for pip: records the command, prints two lines, exits with ``code``."""
+
+    commands: list[list[str]] = []
+    code = 0
+
+    lines = ["Collecting x\n", "Downloading x.whl (1.0 MB)\n"]
+
+    def __init__(self, command: list[str], **kwargs) -> None:
+        assert kwargs == {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
+        FakePip.commands.append(command)
+        self.stdout = iter(FakePip.lines)
+
+    def wait(self) -> int:
+        return FakePip.code
+
+
+def run_install_cell(
+    monkeypatch,
+    course_found: bool,
+    platform: str = "linux",
+    nvidia: bool = False,
+    torch_found: bool = False,
+    pip_version: str = "23.2.1",  # a fresh venv's of Python 3.11: no --progress-bar raw
+) -> list[list[str]]:
+    """Run the install cell as IPython would on ``platform`` (with an NVIDIA driver or not, torch
+    importable or not), pip replaced by :class:`FakePip` (the real pip runs in
+    tests/test_pip_install.py); return the commands it ran."""
+    real = FIND_SPEC
 
     def find_spec(name: str, *args):
         if name == "course":
             return real(name) if course_found else None
+        if name == "torch":
+            return real(name) if torch_found else None
         return real(name, *args)
 
-    commands = []
+    FakePip.commands = []
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: pip_version)
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    monkeypatch.setattr(subprocess, "run", lambda command, check: commands.append(command))
+    monkeypatch.setattr(subprocess, "Popen", FakePip)
+    monkeypatch.setattr(subprocess, "run", None)  # pip only through Popen, its lines shown
+    monkeypatch.setattr(sys, "platform", platform)
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}" if nvidia else None)
+    monkeypatch.setattr(os.path, "exists", lambda path: nvidia and path == "/proc/driver/nvidia")
     code = TransformerManager().transform_cell(colab.install_cell_source())
     assert code == colab.install_cell_source() + "\n", "the cell is plain Python, no magic"
     exec(code, {})  # noqa: S102 - the course's own cell
-    return commands
+    return FakePip.commands
 
 
-def test_the_install_cell_installs_only_where_the_course_is_missing(monkeypatch) -> None:
+PIP = [sys.executable, "-m", "pip", "install"]
+PACKAGE = f"transformers-course @ git+{colab.REPOSITORY}#subdirectory=student"
+CPU_TORCH = [*PIP, "torch", "--index-url", "https://download.pytorch.org/whl/cpu"]
+
+
+def test_the_install_cell_installs_only_where_the_course_is_missing(monkeypatch, capsys) -> None:
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    monkeypatch.delenv("COURSE_TORCH_INDEX", raising=False)
     assert run_install_cell(monkeypatch, course_found=True) == []
-    package = f"transformers-course @ git+{colab.REPOSITORY}#subdirectory=student"
+    assert capsys.readouterr().out == ""
+    commands = run_install_cell(monkeypatch, course_found=False, torch_found=True)
+    assert commands == [[*PIP, PACKAGE]], "never -q: the student sees pip's lines"
+    shown = capsys.readouterr().out.splitlines()
+    assert shown == [" ".join([*PIP, PACKAGE]), "Collecting x", "Downloading x.whl (1.0 MB)"]
+
+
+@pytest.mark.parametrize(
+    "platform, nvidia, torch_found, torch_first",
+    [
+        ("linux", False, False, True),  # a laptop or server without an NVIDIA GPU: CPU build
+        ("linux", True, False, False),  # an NVIDIA driver: PyPI's CUDA build is the one to use
+        ("linux", False, True, False),  # torch already there (Colab): kept
+        ("darwin", False, False, False),  # PyPI's macOS wheels are CPU (and MPS) builds
+        ("win32", False, False, False),  # PyPI's Windows wheels are CPU builds
+    ],
+)
+def test_the_install_cell_takes_pytorchs_cpu_build_on_linux_without_an_nvidia_gpu(
+    monkeypatch, platform: str, nvidia: bool, torch_found: bool, torch_first: bool
+) -> None:
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    monkeypatch.delenv("COURSE_TORCH_INDEX", raising=False)
+    commands = run_install_cell(monkeypatch, False, platform, nvidia, torch_found)
+    assert commands == ([CPU_TORCH] if torch_first else []) + [[*PIP, PACKAGE]]
+
+
+def test_a_newer_pip_shows_how_far_a_big_download_is(monkeypatch, capsys) -> None:
+    """pip 24.1 and later count a download's bytes (`--progress-bar raw`, one line each quarter
+    of a second): the cell shows a line per tenth of a file over 10 MB, and no count for a small
+    one. An older pip (a fresh venv's 23.2) refuses the option: it is not passed there."""
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    torch = [f"Progress {n * 18_300_000} of 183000000\n" for n in range(11)]
+    small = ["Progress 0 of 700000\n", "Progress 700000 of 700000\n"]
+    lines = ["Collecting torch\n", "Downloading torch.whl (183.0 MB)\n", *torch, *small, "Done\n"]
+    monkeypatch.setattr(FakePip, "lines", lines)
+    commands = run_install_cell(monkeypatch, course_found=False, pip_version="24.1.2")
+    assert commands == [
+        [*CPU_TORCH, "--progress-bar", "raw"],
+        [*PIP, PACKAGE, "--progress-bar", "raw"],
+    ]
+    shown = capsys.readouterr().out.splitlines()
+    counts = [line for line in shown if line.endswith(" of 183 MB")]
+    assert counts == 2 * [f"  {n * 18.3:.0f} of 183 MB" for n in range(11)]  # both steps
+    assert not [line for line in shown if "Progress" in line or line.endswith(" of 1 MB")]
+    assert shown[shown.index(counts[-1]) + 1] == "Done"
+    for old in ("23.2.1", "24.0"):
+        commands = run_install_cell(monkeypatch, course_found=False, pip_version=old)
+        assert commands == [CPU_TORCH, [*PIP, PACKAGE]], old
+
+
+def test_this_pip_takes_the_progress_option_the_cell_passes() -> None:
+    """The option exists in a real pip of 24.1 or later (this environment's): a wrong one would
+    be refused as an invalid choice before pip looks for any package."""
+    version = importlib.metadata.version("pip")
+    assert tuple(int(n) for n in version.split(".")[:2]) >= (24, 1), version
+    command = [sys.executable, "-m", "pip", "install", "--progress-bar", "raw", "--dry-run"]
+    done = subprocess.run(
+        [*command, "--no-index", "--no-deps", "no-such-package-x"], capture_output=True, text=True
+    )
+    assert done.returncode == 1 and "No matching distribution" in done.stderr, done.stderr
+    wrong = subprocess.run([*command[:-2], "rawx", "x"], capture_output=True, text=True)
+    assert wrong.returncode == 2 and "invalid choice" in wrong.stderr, wrong.stderr
+
+
+def test_the_cpu_index_can_be_a_mirror_and_a_failed_pip_stops_the_cell(monkeypatch) -> None:
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    monkeypatch.setenv("COURSE_TORCH_INDEX", "https://mirror.example/torch-cpu")
     commands = run_install_cell(monkeypatch, course_found=False)
-    assert commands == [[sys.executable, "-m", "pip", "install", "-q", package]]
+    assert commands[0] == [*PIP, "torch", "--index-url", "https://mirror.example/torch-cpu"]
+    monkeypatch.setattr(FakePip, "code", 1)
+    with pytest.raises(RuntimeError, match="pip failed"):
+        run_install_cell(monkeypatch, course_found=False)
+    assert len(FakePip.commands) == 1, "the course is not installed after a failed torch"
 
 
 @pytest.mark.parametrize("mode", ["autograde", "validate"])  # nbgrader 0.9.6's two values
@@ -50,6 +163,17 @@ def test_the_install_cell_never_installs_while_grading(monkeypatch, mode: str) -
     assert run_install_cell(monkeypatch, course_found=True) == []
     with pytest.raises(RuntimeError, match=colab.GRADING_ERROR):
         run_install_cell(monkeypatch, course_found=False)
+
+
+def test_every_notebook_ends_with_the_check_cell_source_and_release() -> None:
+    for source in colab.notebooks():
+        release = REPO / "release" / source.parent.name / source.name
+        expected = colab.check_cell_source(source.name)
+        assert f"\n#     course check {source.name}\n" in expected
+        for path in (source, release):
+            last = json.loads(path.read_text())["cells"][-1]
+            assert last["cell_type"] == "code" and not last["metadata"], path
+            assert "".join(last["source"]) == expected, f"{path}: run `course release`"
 
 
 def test_the_install_line_takes_only_an_address(monkeypatch, capsys) -> None:
@@ -115,7 +239,8 @@ def test_the_tool_inserts_once_and_follows_the_one_address(tmp_path: Path) -> No
     assert colab.stale(tmp_path, "https://github.com/a/b") == []
     assert colab.write(tmp_path, "https://github.com/c/d") == ["source/x/n.ipynb", "docs/colab.md"]
     cells = json.loads(path.read_text())["cells"]
-    assert len(cells) == 2 and cells[1] == markdown  # replaced, not inserted twice
+    assert len(cells) == 3 and cells[1] == markdown  # replaced, not inserted twice
+    assert "".join(cells[2]["source"]) == colab.check_cell_source("n.ipynb")
     assert "git+https://github.com/c/d" in "".join(cells[0]["source"])
     page = (tmp_path / "docs" / "colab.md").read_text()
     assert "https://colab.research.google.com/github/c/d/blob/main/release/x/n.ipynb" in page

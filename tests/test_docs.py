@@ -27,6 +27,8 @@ PAGES = [
     REPO / "CONTRIBUTING.md",
     *sorted(DOCS.glob("*.md")),
     REPO / "deploy" / "jupyterhub" / "README.md",
+    REPO / "student" / "GUIDE.md",  # the student's page, published with the public copy
+    REPO / "student" / "README.md",
 ]
 # Records keep their dates and the commands of their day; every other page is a guide or reference.
 RECORDS = {DOCS / "history.md"}
@@ -139,7 +141,10 @@ def commands(page) -> list[str]:
     found: list[str] = []
     for block in re.findall(r"^```[a-z]*\n(.*?)^```", text, flags=re.S | re.M):
         found += block.replace("\\\n", " ").splitlines()
-    found += re.findall(r"`([^`\n]+)`", _prose(page).replace("\n", " "))
+    # a code span of one word is a program's name in a sentence ("the `course` command"), not a
+    # command: not counted (a fenced line of one word is, and is checked)
+    spans = re.findall(r"`([^`\n]+)`", _prose(page).replace("\n", " "))
+    found += [span for span in spans if len(span.split()) > 1]
     typed = []
     for line in found:
         line = re.sub(r"^\s*\$ ", "", line)
@@ -272,19 +277,37 @@ def nbgrader_parses(words: list[str]) -> bool:
     ("page", "command"), ALL_COMMANDS, ids=[f"{p.name}:{c}" for p, c in ALL_COMMANDS]
 )
 def test_every_command_in_the_docs_is_one_the_course_has(page, command: str) -> None:
+    problem = command_problem(command)
+    assert problem is None, f"{page.name}: `{command}` {problem}"
+
+
+def command_problem(command: str) -> str | None:
+    """Why a command of the docs is not one the course has (None: it is). Every command is
+    checked against something: its parser, the Makefile's targets or nbgrader's apps."""
     words = _placeholders(shlex.split(command, posix=True))
     program = words[0].split("/")[-1]
-    if len(words) == 1:
-        return  # the program's name in a sentence ("the `course` command")
     if program == "course":
-        assert course_parses(words[1:]), f"{page.name}: `{command}` is not a course command"
+        if len(words) == 1 or not course_parses(words[1:]):
+            return "is not a course command"
         unknown = set(assignment_names(words[1:])) - ASSIGNMENTS
-        assert not unknown, f"{page.name}: `{command}`: no assignment {sorted(unknown)}"
-    elif program == "make":
+        return f"names no assignment {sorted(unknown)}" if unknown else None
+    if program == "make":
         targets = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
-        assert set(targets) <= make_targets(), f"{page.name}: `{command}`: no such target"
-    else:
-        assert nbgrader_parses(words[1:]), f"{page.name}: `{command}` is not nbgrader's"
+        known = make_targets()
+        if not targets:  # `make` alone, or with variables: the Makefile's first target
+            return None if default_target() in known else "runs no target of the Makefile"
+        return None if set(targets) <= known else "names no target of the Makefile"
+    if len(words) == 1 or not nbgrader_parses(words[1:]):
+        return "is not nbgrader's"
+    return None
+
+
+def default_target() -> str | None:
+    """The target that `make` alone runs: the Makefile's first (or its .DEFAULT_GOAL)."""
+    text = _text(REPO / "Makefile")
+    goal = re.search(r"^\.DEFAULT_GOAL\s*:?=\s*(\S+)", text, re.M)
+    first = re.search(r"^([a-z][a-z-]*):", text, re.M)
+    return goal.group(1) if goal else first.group(1) if first else None
 
 
 def test_a_wrong_command_is_caught() -> None:
@@ -301,6 +324,14 @@ def test_a_wrong_command_is_caught() -> None:
     assert not nbgrader_parses(["db", "assignment", "add", "a", "--due=x"])
     assert nbgrader_parses(["db", "assignment", "add", "a", "--duedate=x"])
     assert "help" in make_targets() and "lab-now" not in make_targets()
+    # every counted case checks something: a program's name alone is no command
+    assert command_problem("course") == "is not a course command"
+    assert command_problem("nbgrader") == "is not nbgrader's"
+    assert command_problem("make nosuchtarget") == "names no target of the Makefile"
+    assert command_problem("make ALL=1") is None and default_target() in make_targets()
+    assert command_problem("course autograde z_none") == "names no assignment ['z_none']"
+    page = REPO / "README.md"  # "Python 3.11 or newer and `make`": a name, not counted
+    assert "`make`" in _text(page) and all(len(c.split()) > 1 for c in commands(page))
 
 
 # ---------------------------------------------------------------- the generated reference

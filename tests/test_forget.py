@@ -64,6 +64,7 @@ WRITTEN = [
     f"downloaded/{A}/archive/submissions.zip",
     f"downloaded/{A}/extracted/submissions/{canvas_name('lastfirst', 2001, 1, 'x.ipynb')}",
     f"downloaded/{A}/lms.json",
+    f"downloaded/{A}/moodle-TR-Masks-7/archive/submissions.zip",
     f".exchange/transformers/inbound/s01+{A}+2026-10-05 17:00:00.000000 UTC+abc/x.ipynb",
     ".nbgrader.log",
     # the instructor's: in private/ as the docs say, or at the top under any name

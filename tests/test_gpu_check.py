@@ -63,3 +63,26 @@ def test_graphs_are_asked_of_the_kernels_only_with_the_option(monkeypatch, full_
     assert "COURSE_CUDA_GRAPHS" not in gpu_check.os.environ
     gpu_check.full_mode_on("cpu", graphs=True)
     assert gpu_check.os.environ["COURSE_CUDA_GRAPHS"] == "1"
+
+
+def test_a_notebook_that_trained_elsewhere_fails_the_run() -> None:
+    """The GPU run's own check: a setup line on another device, or none, is a failure."""
+    on = {"device_line": "training on cuda (NVIDIA H100 80GB HBM3): the GPU found"}
+    assert gpu_check.wrong_device(on, "cuda") is None
+    cpu = {"device_line": "training on cpu: no GPU here"}
+    assert "trained elsewhere" in gpu_check.wrong_device(cpu, "cuda")
+    assert "no 'training on' line" in gpu_check.wrong_device({"device_line": None}, "cuda")
+    assert "trained elsewhere" in gpu_check.wrong_device(on, "cu")  # a whole word, not a prefix
+
+
+def test_the_gpu_run_says_what_only_it_proves(monkeypatch, capsys) -> None:
+    """Asked for cuda where there is none, it says so; the facts it alone proves are listed."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(gpu_check.sys, "argv", ["gpu_check.py", "--only", "h"])
+    assert gpu_check.main() == 2
+    assert "no CUDA GPU here" in capsys.readouterr().err
+    facts = " ".join(gpu_check.ONLY_ON_A_GPU)
+    for fact in ("pick_device", "CUDA graphs", "bfloat16", "times"):
+        assert fact in facts, fact

@@ -137,7 +137,7 @@ def test_brightspace_feedback_zip_is_the_download_s_form(
         folder = lms_course / "feedback" / student / A
         folder.mkdir(parents=True)
         (folder / f"{NOTEBOOK}.html").write_text(f"<p>{student}</p>")
-    path, packed, _ = feedback_zip.pack(lms_course, A)
+    [(path, packed)], _ = feedback_zip.pack(lms_course, A)
     jane = brightspace_prefix("5501-901", "Jane Smith", at(5, 12, 30))
     john = brightspace_prefix("5501-903", "John Doe", at(5, 14, 15))
     tail = f" - {NOTEBOOK}_feedback.html" if flat else f"/{NOTEBOOK}_feedback.html"
@@ -196,6 +196,44 @@ def test_brightspace_grades_export_filled(lms_course: Path, tmp_path: Path) -> N
     moodle_like = write_rows(tmp_path / "m.csv", [["First name", "Email address", "a_masks"]])
     with pytest.raises(CourseError, match="not a Brightspace grades export"):
         export.export(lms_course, "brightspace", tmp_path / "x.csv", "skip", [A], moodle_like)
+
+
+def test_brightspace_rows_found_by_name_where_no_id_matches(
+    lms_course: Path, tmp_path: Path
+) -> None:
+    """The download carries D2L's key and name, the export OrgDefinedId and Username: with no
+    roster of those ids, each row is found by its First Name and Last Name, as the download
+    wrote them (Zoe, whom only the download named, too); a name two rows share matches no one."""
+    collect.collect(lms_course, A, brightspace_download(tmp_path), "brightspace", None, ZONE)
+    with warnings.catch_warnings(), Gradebook(db_url(lms_course)) as gb:
+        warnings.simplefilter("ignore")
+        gb.update_or_create_notebook("nb", A)
+        gb.update_or_create_grade_cell("q", "nb", A, max_score=10, cell_type="code")
+        for points, student in enumerate(["jsmith", "jdoe", "alee", "zoenew"], 4):
+            gb.update_or_create_submission(A, student)
+            grade = gb.find_grade("q", "nb", A, student)
+            grade.auto_score, grade.needs_manual_grade = points, False
+        gb.db.commit()
+    header = [
+        "OrgDefinedId",
+        "Username",
+        "Last Name",
+        "First Name",
+        "Email",
+        "a_masks Points Grade <Numeric MaxPoints:10>",
+        "End-of-Line Indicator",
+    ]
+    rows = [header] + [[f"#{900 + n}", f"#u{n}", last, first, "", "", "#"] for n, (first, last)
+                       in enumerate([("Jane", "Smith"), ("John", "Doe"), ("Ann", "Lee"),
+                                     ("Zoe", "New"), ("Tom", "Absent")])]  # fmt: skip
+    out, left = export.export(lms_course, "brightspace", tmp_path / "in.csv", "skip", [A],
+                              write_rows(tmp_path / "hidden.csv", rows))  # fmt: skip
+    assert left == [] and [r[5] for r in read_rows(out)[1:]] == ["4", "5", "6", "7", ""]
+    twice = rows + [["#999", "#u9", "New", "Zoe", "", "", "#"]]
+    out, left = export.export(lms_course, "brightspace", tmp_path / "in2.csv", "skip", [A],
+                              write_rows(tmp_path / "twice.csv", twice))  # fmt: skip
+    assert [r[5] for r in read_rows(out)[1:]] == ["4", "5", "6", "", "", ""]
+    assert [line.split(":")[0] for line in left] == ["zoenew"]
 
 
 def test_brightspace_import_file(lms_course: Path, tmp_path: Path) -> None:
@@ -258,7 +296,7 @@ def test_blackboard_download_is_collected(lms_course: Path, tmp_path: Path) -> N
         folder = lms_course / "feedback" / student / A
         folder.mkdir(parents=True)
         (folder / f"{NOTEBOOK}.html").write_text("<p>feedback</p>")
-    path, packed, _ = feedback_zip.pack(lms_course, A)
+    [(path, packed)], _ = feedback_zip.pack(lms_course, A)
     assert read_names(path) == [
         f"Masks_lab_john_attempt_2026-10-05-14-15-00_{NOTEBOOK}_feedback.html",
         f"Masks_lab_zoe_attempt_2026-10-05-09-00-00_{NOTEBOOK}_feedback.html",

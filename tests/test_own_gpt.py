@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from course import verify
+from course import testcells, verify
 from course.h_own_gpt import (
     checks,
     experiment,
@@ -66,15 +66,30 @@ def test_the_reference_passes_every_item(seed: int) -> None:
     assert verdicts(reference(), seed) == {name: None for name in probe.CELLS}
 
 
-def test_the_notebooks_test_cells_pass_on_the_reference() -> None:
-    ns = reference()
+def cells_that_pass(ns: dict, test_cells: list[dict], monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The grade_ids of ``test_cells`` that run to their end on ``ns`` and say ``passed``."""
+    said: list[str] = []
+    monkeypatch.setattr(testcells, "passed", said.append)  # what the cells import
     exec(
         "from course.h_own_gpt import checks, recipe_checks, step_checks, token_checks\n"
         "from course.testcells import passed\n",
         ns,
     )
-    for cell in cells("tests"):
+    found = []
+    for cell in test_cells:
+        before = len(said)
         exec("".join(cell["source"]), ns)
+        if len(said) > before:
+            found.append(cell["metadata"]["nbgrader"]["grade_id"])
+    return found
+
+
+def test_the_notebooks_test_cells_pass_on_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test cell that the probe declares is in the notebook, runs on the reference and
+    ends with its ``passed`` (no cell, or a cell that stops early, is not a pass)."""
+    passing = cells_that_pass(reference(), cells("tests"), monkeypatch)
+    assert sorted(passing) == sorted(probe.CELLS)
+    assert cells_that_pass(reference(), [], monkeypatch) == []  # nothing run: no cell passes
 
 
 ATTENTION = """

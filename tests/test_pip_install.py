@@ -62,6 +62,12 @@ def installed_files(python: Path, folder: Path) -> list[str]:
     return run_cell(python, code, folder).stdout.split()
 
 
+def distributions(python: Path, folder: Path) -> list[str]:
+    """The names of the distributions installed in ``python``'s environment."""
+    code = "from importlib.metadata import distributions as d; print(*(x.name for x in d()))"
+    return run_cell(python, code, folder).stdout.lower().split()
+
+
 def importable(python: Path, module: str, folder: Path) -> bool:
     code = f"import importlib.util as u; print(u.find_spec({module!r}) is not None)"
     return run_cell(python, code, folder).stdout.strip() == "True"
@@ -90,14 +96,27 @@ def test_the_notebooks_first_cell_installs_the_student_part_from_a_git_clone(
     assert not importable(python, "course", scratch), "the cell installed while grading"
 
     pins = {"PIP_CONSTRAINT": str(REPO / "constraints.txt"), "PIP_NO_CACHE_DIR": "1"}
+    # PyTorch's CPU index is not reachable from here: PyPI stands for it, and the pinned torch
+    # is the CPU wheel of this machine's find-links (as in `make setup`; 2.13.0+cpu sorts above
+    # PyPI's 2.13.0), so the step is the same command with another index.
+    pins["COURSE_TORCH_INDEX"] = "https://pypi.org/simple"
     code = cell + "\nimport course\nprint(course.__file__)\n"  # the next cell, same kernel
     student = run_cell(python, code, scratch, **pins)
     assert student.returncode == 0, f"the install cell failed:\n{student.stderr[-4000:]}"
-    assert student.stdout.strip().startswith(str(tmp_path / "venv")), student.stdout
+    shown = student.stdout.splitlines()
+    assert shown[-1].startswith(str(tmp_path / "venv")), student.stdout[-2000:]
+    # pip's own lines, as they came: first torch from the CPU index, then the course
+    torch_step = f"-m pip install torch --index-url {pins['COURSE_TORCH_INDEX']}"
+    assert shown[0].endswith(torch_step), shown[:3]
+    course_step = [i for i, line in enumerate(shown) if "#subdirectory=student" in line]
+    assert course_step and "Successfully installed" in "\n".join(shown[: course_step[0]])
+    assert any(line.startswith("Successfully installed") for line in shown[course_step[0] :])
+    names = distributions(python, scratch)
+    assert "torch" in names and not [n for n in names if n.startswith("nvidia")], names
 
     files = installed_files(python, scratch)
     scripts = {name for name in files if name.startswith("../")}  # the console script's path
-    assert {name.rsplit("/", 1)[-1] for name in scripts} == {"course-check"}, scripts
+    assert {name.rsplit("/", 1)[-1] for name in scripts} == {"course"}, scripts
     tops = {name.split("/")[0] for name in files if name not in scripts}
     assert tops == {"course", "transformers_course-0.1.0.dist-info"}, tops
     tracked = git("ls-files", "course/data", cwd=clone).split("\n")

@@ -8,10 +8,11 @@ root: initdb refuses root), listening on a Unix socket only, and stopped at the 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -26,8 +27,9 @@ STUDENTS = ["reference", "blank", "mask_transposed", "alt_correct"]
 
 
 @pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    """The URL of a fresh PostgreSQL database on a private Unix socket."""
+def postgres_server() -> Iterator[Callable[[str], str]]:
+    """A fresh PostgreSQL server on a private Unix socket: a function that creates a database
+    and gives its URL."""
     # Debian: /usr/lib/postgresql/VERSION/bin; Fedora and others: on PATH
     bins = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb")) or [
         Path(p) for p in [shutil.which("initdb")] if p
@@ -46,15 +48,24 @@ def postgres_url() -> Iterator[str]:
     def run(*command: object) -> None:
         subprocess.run([*as_postgres, *map(str, command)], check=True, capture_output=True)
 
+    def database(name: str) -> str:
+        run(bindir / "createdb", "-h", sockets, "-U", "postgres", name)
+        return f"postgresql+psycopg2://postgres@/{name}?host={sockets}"
+
     run(bindir / "initdb", "-D", data, "--auth=trust", "-U", "postgres")
     options = f"-k {sockets} -c listen_addresses=''"
     run(bindir / "pg_ctl", "-D", data, "-o", options, "-l", base / "log", "-w", "start")
     try:
-        run(bindir / "createdb", "-h", sockets, "-U", "postgres", "gradebook")
-        yield f"postgresql+psycopg2://postgres@/gradebook?host={sockets}"
+        yield database
     finally:
         run(bindir / "pg_ctl", "-D", data, "-m", "immediate", "stop")
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_url(postgres_server: Callable[[str], str], request: pytest.FixtureRequest) -> str:
+    """The URL of an empty database of its own for each test: each runs alone, in any order."""
+    return postgres_server(re.sub(r"\W", "_", request.node.name).lower()[:60])
 
 
 def scores(url: str, student: str) -> dict[str, float]:
@@ -114,11 +125,8 @@ def test_a_local_cluster_grades_into_postgresql(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Dask workers grade from the server's snapshot; the coordinator merges into the server."""
-    root = course_on(postgres_url, tmp_path, monkeypatch)  # released again: unchanged
+    root = course_on(postgres_url, tmp_path, monkeypatch)  # its own database, empty
     students = ["mask_transposed", "alt_correct"]
-    with Gradebook(postgres_url) as gb:  # graded by the test above: start from no submission
-        for student in students:
-            gb.remove_submission(ASSIGNMENT, student)
     graded = pipeline.autograde(root, ASSIGNMENT, students=students, cluster="local:2")
     assert all(g.ok for g in graded), [g.message for g in graded]
     for student in students:

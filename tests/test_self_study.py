@@ -89,7 +89,9 @@ def test_the_learners_copy_gets_a_compare_control_under_each_written_question(
             grade_id = cell.metadata.nbgrader["grade_id"]
             assert nb.cells[i + 1].source.endswith(f'compare("{grade_id}");')
     assert "check_button(" in nb.cells[-2].source and "progress()" in nb.cells[-1].source
-    assert len(nb.cells) == len(release.cells) + len(written) + 3
+    # the release's last cell (its check, visible tests only) gives way to the three below
+    assert release.cells[-1].source.startswith(selfstudy_cells.CHECK_MARKER)
+    assert len(nb.cells) == len(release.cells) - 1 + len(written) + 3
     assert len(selfstudy_cells.with_cells(nb).cells) == len(nb.cells)  # never twice
     nbformat.validate(nb)
     # the release (a graded class's notebooks) and the source are not touched
@@ -218,24 +220,31 @@ def test_course_progress_is_a_sub_command(tmp_path: Path) -> None:
 
 
 def test_the_student_parts_check_is_the_one_a_names(tmp_path: Path) -> None:
-    """Every notebook's text names `python -m course.check`; the student part installs it as
-    `course-check` (not `course`, the instructor's command); it runs the visible tests."""
+    """Every notebook's text names `course check NOTEBOOK`, the one spelling: the student part
+    installs `course` with `check` (the clone's `course` has the same, with the hidden tests);
+    it runs the visible tests and names every written answer still empty."""
     for notebook in sorted((REPO / "release").glob("*/*.ipynb")):
         text = notebook.read_text()
-        assert f"python -m course.check {notebook.name}" in text, notebook
-        assert "course check release/" not in text, notebook
+        assert f"`course check {notebook.name}`" in text, notebook
+        assert "python -m course.check" not in text and "course-check" not in text, notebook
     scripts = tomllib.loads((REPO / "student" / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts == {"course-check": "course.check:main"}  # `course` is the instructor's
+    assert scripts == {"course": "course.cli:main"}
     shutil.copy(REPO / "release" / A / NB, tmp_path / NB)
     done = subprocess.run(
-        [sys.executable, "-m", "course.check", NB], cwd=tmp_path, capture_output=True, text=True
+        [sys.executable, "-m", "course.cli", "check", NB],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "[FAIL] test_mask_visible\n      not implemented yet" in done.stdout
     assert "Visible tests: 0 of 4 passed." in done.stdout
     assert "Hidden tests: 4 cells, run when your work is graded" in done.stdout
+    assert "Written answers: 0 of 7 written, graded by the instructor. Still empty: " in done.stdout
     missing = subprocess.run(
-        [sys.executable, "-m", "course.check", "nothing.ipynb"], capture_output=True, text=True
+        [sys.executable, "-m", "course.cli", "check", "nothing.ipynb"],
+        capture_output=True,
+        text=True,
     )
     assert missing.returncode == 2 and "no readable notebook at" in missing.stderr
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, make_course_copy
-from tools import student_copy
+from tools import student_copy, student_lab
 
 COURSE = [sys.executable, "-m", "grader.coordinator.cli"]
 
@@ -47,8 +47,10 @@ def test_without_a_release_it_says_what_to_run(tmp_path: Path) -> None:
 def test_make_lab_opens_the_copy_and_git_ignores_it() -> None:
     makefile = (REPO / "Makefile").read_text()
     lab = makefile[makefile.index("\nlab:") :].split("\n\n")[0]
-    assert "tools/student_copy.py" in lab and "--notebook-dir=work" in lab
-    assert "--notebook-dir=release" not in makefile
+    assert "tools/student_lab.py" in lab  # the copy (tools/student_copy.py), then its lab
+    assert student_lab.command(REPO / "work", [])[4] == f"--ServerApp.root_dir={REPO / 'work'}"
+    recipe = lab.split("\n", 2)[2]  # the lines after `lab: setup  ## ...`
+    assert "release" not in recipe and "--notebook-dir=release" not in makefile
     ignored = subprocess.run(
         ["git", "check-ignore", "work/a_masks/x.ipynb"], cwd=REPO, capture_output=True
     )

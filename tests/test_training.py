@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import types
 
 import matplotlib
 import pytest
@@ -81,16 +82,28 @@ def test_train_lm_learns_a_deterministic_sequence(cyclic) -> None:
     assert not model.training
 
 
-def test_train_lm_time_budget_and_final_evaluation(cyclic) -> None:
+def test_train_lm_time_budget_and_final_evaluation(cyclic, monkeypatch) -> None:
+    """Training stops at the first step that reaches the time budget, evaluates once at the end,
+    and counts the steps' time only. The clock is the test's (each step a quarter second), so a
+    loaded machine changes nothing; a real run keeps to its budget from below."""
     x, y = cyclic
-    model = LSTMModel(10, 8, 8, 1, dropout=0.0)
-    history = training.train_lm(
-        model, x, y, x[:4], y[:4], causal_mask=None, batch_size=8, time_budget_s=0.3,
-        eval_every=10_000, progress=False,
-    )  # fmt: skip
-    assert history.total_steps >= 1
-    assert 0.3 <= history.train_seconds < 5
-    assert history.steps == [history.total_steps]  # evaluated once, at the end
+    ticks = itertools.count()
+    clock = types.SimpleNamespace(perf_counter=lambda: next(ticks) * 0.125)
+    monkeypatch.setattr(training, "time", clock)  # read twice a step: 0.125 s apart
+
+    def train(budget: float) -> training.History:
+        model = LSTMModel(10, 8, 8, 1, dropout=0.0)
+        return training.train_lm(
+            model, x, y, x[:4], y[:4], causal_mask=None, batch_size=8, time_budget_s=budget,
+            eval_every=10_000, progress=False,
+        )  # fmt: skip
+
+    history = train(1.0)
+    assert history.total_steps == 8 and history.train_seconds == 1.0
+    assert history.steps == [8]  # evaluated once, at the end
+    assert train(1.1).total_steps == 9  # the step that crosses the budget is the last
+    monkeypatch.undo()
+    assert train(0.3).train_seconds >= 0.3  # the real clock: it trained for its budget
 
 
 def test_warmup_cosine_rises_then_falls_to_the_floor() -> None:

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -122,6 +123,13 @@ def folder(zygote: Zygote, name: str) -> Path:
 
 def run(zygote: Zygote, work: Path, cells: list[str]) -> list[str]:
     """Each cell's output (stdout, or the error's name), in a warm kernel in ``work``."""
+    nb = execute_warm(zygote, work, cells)
+    return ["".join(o.get("text", o.get("ename", "")) for o in cell.outputs) for cell in nb.cells]
+
+
+def execute_warm(zygote: Zygote, work: Path, cells: list[str]) -> nbformat.NotebookNode:
+    """A notebook of ``cells`` run in a warm kernel forked from ``zygote``, in ``work``
+    (``.../submitted/STUDENT/ASSIGNMENT``); errors are kept as outputs."""
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(code) for code in cells]
     config = {"zygote": str(zygote.socket), "socket_root": str(work.parents[2])}
@@ -134,7 +142,7 @@ def run(zygote: Zygote, work: Path, cells: list[str]) -> list[str]:
         shutdown_kernel="immediate",
         resources={"metadata": {"path": str(work)}},
     ).execute()
-    return ["".join(o.get("text", o.get("ename", "")) for o in cell.outputs) for cell in nb.cells]
+    return nb
 
 
 def last_line(text: str) -> str:
@@ -563,10 +571,13 @@ def test_warm_workers_that_cannot_start_leave_grading_cold(
     assert {*tmp.glob("course-warm-*"), *tmp.glob("course-nbfork-*")} == before
 
 
-def test_closing_the_pool_stops_every_zygote_and_no_worker_waits() -> None:
+def test_closing_the_pool_stops_every_zygote_and_no_worker_waits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """An interrupted run closes the pool while submissions hold zygotes or are taking one: each
-    zygote stops, and a thread that took one as the pool closed gives up at once (it once
-    waited two minutes for a socket that the closing pool had removed)."""
+    zygote stops, and a thread that took one as the pool closed gives up at once, without one
+    wait of the pool's polling (it once waited two minutes for a socket that the closing pool
+    had removed). No clock is read: the pool's sleep fails the test if it is called."""
     from grader.shared.paths import CourseError
 
     pool = WarmPool(1, {})
@@ -575,13 +586,19 @@ def test_closing_the_pool_stops_every_zygote_and_no_worker_waits() -> None:
     zygote = held.__enter__()  # a submission grading on the only zygote
     pool.close()
     assert not zygote.alive()
-    start = time.monotonic()
+
+    def waits(seconds: float) -> None:
+        raise AssertionError(f"a worker of the closed pool waited ({seconds} s)")
+
+    clock = types.SimpleNamespace(monotonic=time.monotonic, sleep=waits)
+    monkeypatch.setattr(warm, "time", clock)
+    monkeypatch.setattr(pool.slots, "acquire", lambda *a, **k: waits(k.get("timeout", 0)))
     with pytest.raises(CourseError, match="stopped"):
         zygote.ready(stopped=lambda: pool._closed)  # taken just before the close
     with pytest.raises(CourseError, match="stopped"):
         with pool.worker():
             pass
-    assert time.monotonic() - start < 1
+    monkeypatch.undo()
     held.__exit__(None, None, None)
 
 

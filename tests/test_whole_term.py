@@ -2,20 +2,27 @@
 
 A clone of the repository with its students' address set; three assignments released; A handed in
 by 30 students through Canvas (two late, one of them with an extension; three with another
-correct style), B by 10 through Moodle; written answers graded by hand; a hidden test of A that
-rejected a correct style fixed mid-term and A regraded (hand grades and comments kept, the moved
-points reported); grades filled into a Canvas export and a Moodle worksheet; feedback zips; a
-student removed; the demo run in the same clone at the start and at the end without changing one
-grade of the term; and `git status` naming no file with a student's data.
+correct style) and by two through Moodle (one assignment from two LMSs), B by 10 through Moodle;
+written answers graded by hand; a hidden test of A that rejected a correct style fixed mid-term
+and A regraded (hand grades and comments kept, the moved points reported); grades filled into a
+Canvas export and a Moodle worksheet, A's Moodle students into a Moodle file; feedback zips for
+both LMSs; a student of each LMS removed and found nowhere, in the course folder or in the
+end-of-term archive (docs/personal-data.md) once the files the command lists are deleted; the
+demo run in the same clone at the start and at the end without changing one grade of the term;
+and `git status` naming no file with a student's data.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
+import re
 import subprocess
 import sys
+import tarfile
 import warnings
+import zipfile
 from pathlib import Path
 
 import nbformat
@@ -32,7 +39,7 @@ from tests.lms_archives import canvas_name, moodle_folder, read_names, write_zip
 from tests.test_lms import SHEET_HEADERS, SHEET_TIME
 from tests.test_lms_term import canvas_export, roster
 
-pytestmark = pytest.mark.deep  # a term's worth of grading: minutes
+pytestmark = [pytest.mark.deep, pytest.mark.slow]  # a term's worth of grading: minutes
 
 A, B, C = "a_masks", "b_attention", "c_params"
 NOTEBOOK = {A: "masks_and_positions", B: "attention_and_layer"}
@@ -177,9 +184,16 @@ def test_a_whole_term(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
             "--worksheet", str(sheet), "--timezone", "UTC"]  # fmt: skip
     assert main([*cli, *argv]) == 0
     assert "10 collected" in capsys.readouterr().out
+    # A through Moodle as well, for m01 and m02 (no worksheet: lateness unknown, said)
+    a_moodle = {f"{moodle_folder(f'Mia Student{n}', 90 + n)}{NOTEBOOK[A]}.ipynb":
+                handed_in(clone, A, None) for n in (1, 2)}  # fmt: skip
+    argv = ["collect", A, str(write_zip(private / "moodle-a.zip", a_moodle)), "--lms", "moodle"]
+    assert main([*cli, *argv]) == 0
+    said = capsys.readouterr().out
+    assert "2 collected" in said and "lateness unknown" in said
 
     graded = pipeline.autograde(clone, A, jobs=2) + pipeline.autograde(clone, B, jobs=2)
-    assert len(graded) == 40 and all(g.ok for g in graded), [g.message for g in graded]
+    assert len(graded) == 42 and all(g.ok for g in graded), [g.message for g in graded]
     for assignment in (A, B):
         grade_by_hand(clone, assignment)
     first = scores(clone)
@@ -191,8 +205,11 @@ def test_a_whole_term(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     # the fix: the hidden test put right, released with --force, A regraded
     (clone / "source" / A / f"{NOTEBOOK[A]}.ipynb").write_text(original)
     assert main([*cli, "release", A]) == 1
-    assert "test cell test_mask_hidden changed (hidden)" in capsys.readouterr().out
+    said = capsys.readouterr().out  # the changed test alone: the install cell has the address
+    assert "test cell test_mask_hidden changed (hidden)" in said and said.count(" changed") == 1
     assert main([*cli, "release", A, "--force"]) == 0
+    log = json.loads((clone / "releases.json").read_text())
+    assert [len(entry["changes"]) for entry in log] == [1], log
     assert main([*cli, "regrade", A, "--jobs", "2"]) == 0
     said = capsys.readouterr().out
     moved = [line for line in said.splitlines() if "->" in line]
@@ -211,7 +228,8 @@ def test_a_whole_term(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     canvas_in = private / "canvas-import.csv"
     argv = ["grades", "--lms", "canvas", "--gradebook", str(canvas_export(private / "export.csv")),
             "--out", str(canvas_in), "--assignment", f"{A}=Masks and positions (5501)"]  # fmt: skip
-    assert main([*cli, *argv]) == 0
+    assert main([*cli, *argv]) == 0  # A's Moodle students are not "not written" here
+    assert "not written" not in capsys.readouterr().out
     with canvas_in.open(newline="", encoding="utf-8-sig") as handle:
         rows = list(csv.reader(handle, delimiter=";"))
     column = rows[0].index("Masks and positions (5501)")
@@ -227,15 +245,31 @@ def test_a_whole_term(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     filled = {row[2]: float(row[4].replace(",", ".")) for row in worksheet[1:]}
     assert filled == {f"m{n:02}@uni.example": after[(B, f"m{n:02}")] for n in range(1, 11)}
     assert len(set(filled.values())) == 2  # nine full marks, one typical mistake
+    a_moodle_in = private / "moodle-a-import.csv"
+    argv = ["grades", "--lms", "moodle", "--out", str(a_moodle_in), "--assignment", A]
+    assert main([*cli, *argv]) == 0
+    with a_moodle_in.open(newline="") as handle:
+        a_rows = {row[2]: row[4] for row in list(csv.reader(handle))[1:]}
+    assert a_rows["m01"] == a_rows["m02"] == f"{full:g}" and a_rows["s01"] == ""
 
-    # feedback zips for each LMS
+    # feedback zips for each LMS, A's for both
     assert main([*cli, "feedback", A, "--zip"]) == 0 and main([*cli, "feedback", B, "--zip"]) == 0
     assert len(read_names(clone / f"feedback-{A}-canvas.zip")) == 30
+    assert len(read_names(clone / f"feedback-{A}-moodle.zip")) == 2
     assert len(read_names(clone / f"feedback-{B}-moodle.zip")) == MOODLE
+    capsys.readouterr()
 
-    # a student removed
-    assert main([*cli, "forget", "s29", "--yes"]) == 0
+    # a student of each LMS removed; the files of theirs the command lists deleted by hand
+    for student in ("s29", "m02"):
+        assert main([*cli, "forget", student, "--yes"]) == 0
+        listed = capsys.readouterr().out.split("your own files", 1)[-1].splitlines()[1:]
+        for line in listed:
+            (clone / line.strip()).unlink()
     assert (A, "s29") not in scores(clone) and not (clone / "submitted" / "s29").exists()
+    assert len(read_names(clone / f"feedback-{A}-moodle.zip")) == 1
+    for where, text in archive_texts(clone, tmp_path / "term.tar.gz"):
+        found = FORGOTTEN.search(text)
+        assert found is None, f"{where} still holds {found.group(0)!r}"
 
     # the demo again, at the end: the term's grades unchanged, the demo's as before
     before_demo = scores(clone)
@@ -247,6 +281,39 @@ def test_a_whole_term(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     changed = {line[3:] for line in git(clone, "status", "--porcelain").splitlines()}
     allowed = {"releases.json", "reference_runs.json", f"source/{A}/{NOTEBOOK[A]}.ipynb"}
     assert {p for p in changed if not p.startswith("release/")} <= allowed, changed
+
+
+# What names s29 (Canvas: id, user id 2029, sortable name, names) and m02 (Moodle: id, email,
+# name, participant ids 82 and 92 in the folders' names).
+FORGOTTEN = re.compile(
+    r"(?<![\w-])(s29|First29|Last29|m02|m02@uni\.example)(?![\w-])"
+    r"|(?<![\w.-])2029(?![\w.-])|last29first29|_2029_"
+    r"|Mia Student2(?!\d)|_(82|92)_assignsubmission"
+)
+ARCHIVED = ("gradebook.db", "submitted", "autograded", "feedback", "grading_records",
+            "grading_report.csv", "grades.csv", "downloaded", "private", ".exchange",
+            ".nbgrader.log")  # fmt: skip
+
+
+def archive_texts(clone: Path, path: Path) -> list[tuple[str, str]]:
+    """The end-of-term archive of docs/personal-data.md (its files and folders, the globs'
+    matches), written; every member's name and text read back, a zip's entries too."""
+    names = [n for n in ARCHIVED if (clone / n).exists()]
+    for pattern in ("gradebook.db*", "grades-*.csv", "class-report-*.html", "feedback-*.zip"):
+        names += sorted(p.name for p in clone.glob(pattern) if p.name not in names)
+    with tarfile.open(path, "w:gz") as tar:
+        for name in names:
+            tar.add(clone / name, arcname=name)
+    texts = []
+    with tarfile.open(path) as tar:
+        for member in tar.getmembers():
+            data = tar.extractfile(member).read() if member.isfile() else b""
+            texts.append((member.name, member.name + "\n" + data.decode(errors="replace")))
+            if member.name.endswith(".zip"):
+                with zipfile.ZipFile(io.BytesIO(data)) as inner:
+                    texts += [(f"{member.name}:{n}", n + "\n" + inner.read(n).decode(
+                        errors="replace")) for n in inner.namelist()]  # fmt: skip
+    return texts
 
 
 def _grades(cli: list[str], capsys: pytest.CaptureFixture) -> str:

@@ -1,4 +1,4 @@
-"""The course on Colab: each notebook's install cell and the "Open in Colab" links, from one place.
+"""The notebooks' first and last cells (the install, the check) and the "Open in Colab" links.
 
     python tools/colab.py            # write the first cell of every source notebook, docs/colab.md
     python tools/colab.py --check    # exit 1 (saying what) when either is out of date
@@ -14,6 +14,16 @@ grading) the package is there and the cell does nothing. The data and the checkp
 that install (they are package data of ``course``). The cell is plain Python, pip run by the
 kernel's own interpreter as ``%pip`` would: no magic line that the course's tools (the tampering
 scan, the direct runs) would have to strip.
+
+On Linux without an NVIDIA GPU (no ``nvidia-smi``, no ``/proc/driver/nvidia``) and without torch,
+the cell first installs PyTorch's CPU build from PyTorch's own CPU index (:data:`CPU_INDEX`, as
+pytorch.org's selector gives it; ``COURSE_TORCH_INDEX`` names another, a mirror): PyPI's Linux
+torch is the CUDA build, about 5 GB with its NVIDIA libraries. macOS's and Windows' wheels on
+PyPI are CPU builds already; Colab has torch. pip runs without ``-q`` and its lines are printed as
+they come, so the student sees what is downloaded and how big it is.
+
+Every notebook ends with the check cell (:func:`check_cell_source`): ``course check`` on the
+saved notebook, from inside it (``course.check.check_this_notebook``), a no-op while grading.
 
 The cell never installs while grading: where nbgrader runs it (``NBGRADER_EXECUTION`` set) and
 ``course`` cannot be imported, the grader's environment is broken, so the cell raises
@@ -52,9 +62,12 @@ DISTRIBUTION = "transformers-course"
 INSTALL_LINE = DISTRIBUTION + " @ git+{repository}#subdirectory=student"
 MARKER = "# Colab, or a Python without the course: install its student part"
 CELL_ID = "colab-install"
+CHECK_MARKER = "# Check the whole notebook as grading runs it"
+CHECK_ID = "check-notebook"
 DOCS = REPO / "docs" / "colab.md"
 TESTED = REPO / "tools" / "install_tested.json"
 GRADING_ERROR = "the grading kernel cannot import the course: nothing was installed"
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"  # pytorch.org's selector: Linux, pip, CPU
 
 
 RECORD_NOTE = (
@@ -76,18 +89,62 @@ def install_line(repository: str = REPOSITORY) -> str:
 
 def install_cell_source(repository: str = REPOSITORY) -> str:
     """The first cell of every notebook: install the student part unless it is importable,
-    and never while grading."""
+    and never while grading. On Linux without an NVIDIA GPU, PyTorch's CPU build first, from
+    PyTorch's CPU index (:data:`CPU_INDEX`, or ``COURSE_TORCH_INDEX``): PyPI's Linux torch is
+    the CUDA build, with gigabytes of NVIDIA libraries. pip's lines are shown as they come."""
     return (
-        f"{MARKER} (once). Nothing\n"
-        "# happens where the course is installed; grading never installs.\n"
-        "import importlib.util, os, subprocess, sys\n"
+        f"{MARKER} (once). About 330 MB to\n"
+        "# download, 1.5 GB on disk (with PyTorch's CPU build); pip's lines below show how far it\n"
+        "# is. Nothing happens where the course is installed; grading never installs.\n"
+        "import importlib.metadata, importlib.util, os, re, shutil, subprocess, sys\n"
+        "\n"
+        "\n"
+        "def pip_install(*args):\n"
+        '    command = [sys.executable, "-m", "pip", "install", *args]\n'
+        '    version = re.match(r"(\\d+)\\.(\\d+)", importlib.metadata.version("pip")).groups()\n'
+        "    if tuple(map(int, version)) >= (24, 1):  # pip counts a download's bytes\n"
+        '        command += ["--progress-bar", "raw"]\n'
+        '    print(" ".join(command), flush=True)\n'
+        "    out = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)\n"
+        "    pip, tenth = subprocess.Popen(command, **out), -1  # pip's lines, as they come\n"
+        "    for shown in pip.stdout:\n"
+        '        if shown.startswith("Progress "):  # "Progress DONE of TOTAL": a tenth a line\n'
+        "            done, total = map(int, shown.split()[1::2])\n"
+        "            if total > 1e7 and done * 10 // total > tenth:\n"
+        "                tenth = done * 10 // total\n"
+        '                print(f"  {done / 1e6:.0f} of {total / 1e6:.0f} MB", flush=True)\n'
+        "            continue\n"
+        "        tenth = -1\n"
+        '        print(shown, end="", flush=True)\n'
+        "    if pip.wait():\n"
+        '        raise RuntimeError("pip failed: its last lines above say why")\n'
+        "\n"
         "\n"
         'if importlib.util.find_spec("course") is None:\n'
         '    if os.environ.get("NBGRADER_EXECUTION"):\n'
         f'        raise RuntimeError("{GRADING_ERROR}")\n'
         f'    package = "{install_line(repository)}"\n'
-        '    subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)\n'
+        '    nvidia = shutil.which("nvidia-smi") or os.path.exists("/proc/driver/nvidia")\n'
+        '    if sys.platform == "linux" and not nvidia and not importlib.util.find_spec("torch"):\n'
+        "        # no NVIDIA GPU: PyTorch's CPU build (200 MB), not PyPI's CUDA build (5 GB)\n"
+        f'        cpu = os.environ.get("COURSE_TORCH_INDEX", "{CPU_INDEX}")\n'
+        '        pip_install("torch", "--index-url", cpu)\n'
+        "    pip_install(package)\n"
         "    importlib.invalidate_caches()  # the new package importable in this kernel"
+    )
+
+
+def check_cell_source(notebook: str) -> str:
+    """The last cell of every notebook: ``course check`` on the saved notebook (its file name as
+    handed out, ``notebook``), from inside it. Nothing happens while grading."""
+    return (
+        f"{CHECK_MARKER}: save it (Ctrl+S), then run this cell. Each test\n"
+        "# passes or says what is wrong; every written answer still empty is named. Nothing\n"
+        "# happens while grading. The same in a terminal, in this folder:\n"
+        f"#     course check {notebook}\n"
+        "from course.check import check_this_notebook\n"
+        "\n"
+        f'check_this_notebook("{notebook}")'
     )
 
 
@@ -119,16 +176,20 @@ def _as_lines(text: str) -> list[str]:
     return text.splitlines(keepends=True)
 
 
-def with_install_cell(notebook: dict, repository: str = REPOSITORY) -> dict:
-    """``notebook`` whose first cell is the install cell (replaced if there, inserted if not)."""
-    cell = {
+def _code_cell(cell_id: str, source: str) -> dict:
+    return {
         "cell_type": "code",
         "execution_count": None,
-        "id": CELL_ID,
+        "id": cell_id,
         "metadata": {},
         "outputs": [],
-        "source": _as_lines(install_cell_source(repository)),
+        "source": _as_lines(source),
     }
+
+
+def with_install_cell(notebook: dict, repository: str = REPOSITORY) -> dict:
+    """``notebook`` whose first cell is the install cell (replaced if there, inserted if not)."""
+    cell = _code_cell(CELL_ID, install_cell_source(repository))
     cells = notebook["cells"]
     if cells and "".join(cells[0]["source"]).startswith(MARKER):
         cell["id"] = cells[0].get("id", CELL_ID)
@@ -136,6 +197,24 @@ def with_install_cell(notebook: dict, repository: str = REPOSITORY) -> dict:
     else:
         cells.insert(0, cell)
     return notebook
+
+
+def with_check_cell(notebook: dict, name: str) -> dict:
+    """``notebook`` whose last cell is the check cell of the file ``name`` (replaced if there,
+    appended if not)."""
+    cell = _code_cell(CHECK_ID, check_cell_source(name))
+    cells = notebook["cells"]
+    if cells and "".join(cells[-1]["source"]).startswith(CHECK_MARKER):
+        cell["id"] = cells[-1].get("id", CHECK_ID)
+        cells[-1] = cell
+    else:
+        cells.append(cell)
+    return notebook
+
+
+def with_frame(notebook: dict, name: str, repository: str = REPOSITORY) -> dict:
+    """``notebook`` with its first cell (the install) and its last (the check)."""
+    return with_check_cell(with_install_cell(notebook, repository), name)
 
 
 def notebooks(root: Path = REPO) -> list[Path]:
@@ -182,11 +261,11 @@ pip install "{line}"
 ```
 
 that is the `course` package with its data and checkpoints, nothing of the grader or the
-answers. Where the course is installed the cell does nothing, and while grading it never
-installs. The same line works in any Python 3.11 or later. The notebooks that train use Colab's
-GPU when the runtime has one (Runtime > Change runtime type). Your work lives in the browser
-session: save a copy to your Drive (File > Save a copy in Drive) or download it before you close
-it.
+answers (on Linux without an NVIDIA GPU and without torch, PyTorch's CPU build first). Where the
+course is installed the cell does nothing, and while grading it never installs. The notebooks
+that train use Colab's GPU when the runtime has one (Runtime > Change runtime type). Save a copy
+to your Drive (File > Save a copy in Drive) or download it before you close it. How to work, hand
+in and read your feedback: [the student's guide](../student/GUIDE.md#2-a-colab-link).
 
 | assignment | notebook | open |
 |---|---|---|
@@ -215,7 +294,7 @@ def stale(root: Path | None = None, repository: str | None = None) -> list[str]:
     out = []
     for path in notebooks(root):
         notebook = _read(path)
-        if with_install_cell(json.loads(json.dumps(notebook)), repository) != notebook:
+        if with_frame(json.loads(json.dumps(notebook)), path.name, repository) != notebook:
             out.append(str(path.relative_to(root)))
     docs = root / "docs" / "colab.md"
     if not docs.is_file() or docs.read_text() != docs_page(root, repository):
@@ -231,7 +310,7 @@ def write(root: Path | None = None, repository: str | None = None) -> list[str]:
     root, repository = root or REPO, repository or REPOSITORY
     changed = stale(root, repository)
     for path in notebooks(root):
-        _write(path, with_install_cell(_read(path), repository))
+        _write(path, with_frame(_read(path), path.name, repository))
     (root / "docs").mkdir(exist_ok=True)
     (root / "docs" / "colab.md").write_text(docs_page(root, repository))
     return changed

@@ -18,6 +18,11 @@ graphs (``course.e_pretraining.together``), a trial to compare with a run withou
 
 G's last section pretrains a model of its own on a CUDA GPU (``--pretrain-steps``: 15,000 is the
 course's recipe, about 6 minutes on one H100; fewer for a quick check).
+
+The test suite runs on CPUs: it checks the device choice and E's CUDA-graph step with stand-ins
+for ``torch.cuda`` (``tests/test_devices.py``, ``tests/test_cuda_graph_step.py``). What only this
+run on a GPU proves is :data:`ONLY_ON_A_GPU`, printed at its start; a notebook whose setup cell
+did not train on the device asked for fails the run.
 """
 
 from __future__ import annotations
@@ -45,6 +50,15 @@ NOTEBOOKS = {
     "h": "h_own_gpt/own_gpt.ipynb",
 }
 NUMBER = re.compile(r"\d+\.\d+|\d{2,}")
+# What the test suite, on CPUs with torch.cuda replaced, cannot prove; this run on a GPU does.
+ONLY_ON_A_GPU = (
+    "pick_device() chooses the GPU and each notebook's setup line says so (checked: FAILED if not)",
+    "the notebooks' models, batches and masks train on it in full mode: no tensor left on the CPU "
+    "(the suite looks for strays on the meta device)",
+    "with --graphs, E's batched steps are captured and replayed in real CUDA graphs (a refused "
+    "capture prints 'cannot be trained together', shown below with a '!')",
+    "bfloat16 autocast on the card, and the times and numbers printed here, for this card only",
+)
 PRETRAIN_LINE = "PRETRAIN_STEPS = 15_000"
 
 
@@ -112,6 +126,17 @@ def run_notebook(source: Path, pretrain_steps: int, timeout: int, out: Path) -> 
     }
 
 
+def wrong_device(summary: dict, device: str) -> str | None:
+    """Why a notebook's run did not train on ``device`` (None: it did, by its setup cell's
+    line "training on DEVICE ...")."""
+    line = summary["device_line"]
+    if line is None:
+        return "its setup cell printed no 'training on' line"
+    if not re.match(rf"training on {re.escape(device)}\b", line):
+        return f"asked for {device}, it trained elsewhere: {line}"
+    return None
+
+
 def report(summary: dict) -> None:
     """Print one notebook's summary."""
     print(f"\n=== {summary['notebook']}: {summary['seconds']} s; {summary['device_line']}")
@@ -148,14 +173,20 @@ def main() -> int:
     print(
         f"torch {torch.__version__}, device {args.device} ({name}), {os.cpu_count()} CPUs{graphs}"
     )
+    if args.device != "cpu":
+        print("What only this run proves (the test suite uses torch.cuda stand-ins on CPUs):")
+        for fact in ONLY_ON_A_GPU:
+            print(f"  - {fact}")
     shutil.rmtree(args.out, ignore_errors=True)
     args.out.mkdir(parents=True)
     full_mode_on(args.device, args.graphs)
     summaries = []
     for key in keys:
         source = REPO / "source" / NOTEBOOKS[key]
-        summaries.append(run_notebook(source, args.pretrain_steps, args.timeout, args.out))
-        report(summaries[-1])
+        summary = run_notebook(source, args.pretrain_steps, args.timeout, args.out)
+        summary["error"] = summary["error"] or wrong_device(summary, args.device)
+        summaries.append(summary)
+        report(summary)
     record = {
         "device": name,
         "torch": torch.__version__,

@@ -8,13 +8,15 @@ perplexities, head scores and attention sinks, B's gradient ratios). This script
 reproducible and its numbers checkable: it executes the notebook as an instructor would, with the
 reference solutions, outside grading mode (``COURSE_FAST`` and ``NBGRADER_EXECUTION`` unset;
 ``--fast``: in grading mode's short form), and writes, per code cell that printed something,
-its index and its printed text (figures left out), with the command, the time it took and the
-machine.
+its index and its printed text (figures left out), with the command, the time it took, the
+machine and the notebook's code hash (:func:`code_hash`), which ``tests/test_record_hashes.py``
+compares with the notebook as it is.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -30,6 +32,22 @@ from nbclient import NotebookClient
 REPO = Path(__file__).resolve().parents[1]
 GRADING_VARIABLES = ("COURSE_FAST", "NBGRADER_EXECUTION")
 WIDGET = "application/vnd.jupyter.widget-view+json"  # a progress bar's display in a notebook
+# The cells a code hash leaves out: the install cell and the check cell, which tools/colab.py
+# rewrites with the install address, and which print nothing a text quotes.
+UNHASHED_CELLS = ("colab-install", "check-notebook")
+
+
+def code_hash(nb: nbformat.NotebookNode) -> str:
+    """``sha256:`` and the hex digest of the notebook's code cells' sources, in order, all but
+    :data:`UNHASHED_CELLS`: a record that carries it was written by this code. A markdown edit
+    leaves it as it is; any edit of a code cell, a comment included, changes it."""
+    sources = [
+        cell.source
+        for cell in nb.cells
+        if cell.cell_type == "code" and cell.get("id") not in UNHASHED_CELLS
+    ]
+    digest = hashlib.sha256(json.dumps(sources, ensure_ascii=False).encode()).hexdigest()
+    return f"sha256:{digest}"
 
 
 def printed(cell: nbformat.NotebookNode) -> str:
@@ -69,6 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if not args.notebook.is_file():
         raise SystemExit(f"{args.notebook}: no such notebook (give a path under source/)")
+    written_by = code_hash(nbformat.read(args.notebook, as_version=4))
     nb, seconds = run(args.notebook, args.timeout, args.fast)
     cells = {
         str(index): text
@@ -83,6 +102,8 @@ def main(argv: list[str] | None = None) -> None:
         "command": shlex.join(words),
         "seconds": round(seconds),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs (shared with other jobs)",
+        "notebook": args.notebook.resolve().relative_to(REPO).as_posix(),
+        "code_hash": written_by,
         "printed": cells,
     }
     args.out.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")

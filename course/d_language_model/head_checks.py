@@ -88,7 +88,11 @@ def diagnose_head_scores_result(got: object, heads: int, name: str) -> torch.Ten
     check(
         tuple(scores.shape) == (heads,),
         expected_got(
-            f"{name} has the wrong shape: one score per head.", (heads,), tuple(scores.shape)
+            f"{name} has the wrong shape: one score per head.",
+            (heads,),
+            tuple(scores.shape),
+            "torch.diagonal reads the plane of the first two dimensions unless told otherwise: "
+            "torch.diagonal(weights, offset, dim1=-2, dim2=-1) reads each head's (L, L) table.",
         ),
     )
     check(

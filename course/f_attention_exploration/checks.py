@@ -185,7 +185,8 @@ def diagnose_noisy_average(
     samples: int = SAMPLES,
     seed: int = 0,
 ) -> None:
-    """Check ``function(means, a, b)`` over noisy keys ``k_i ~ N(mu_i, alpha I)``.
+    """Check ``function(means, a, b)`` over noisy keys ``k_i ~ N(mu_i, alpha I)``
+    (the notebook writes the noise variance alpha as sigma^2).
 
     Over ``samples`` draws the read-out must stay near ``(v_a + v_b)/2``: median distance
     at most 0.03 and 90 % of the draws within 0.08.
@@ -219,7 +220,7 @@ def diagnose_noisy_average_result(
     if median <= 0.03 and high <= 0.08:
         return
     what = (
-        f"Over {samples} draws of the keys (alpha = {alpha:g}, n = {n}, d = {d}), "
+        f"Over {samples} draws of the keys (noise variance sigma^2 = {alpha:g}, n = {n}, d = {d}), "
         f"|c - (v_a + v_b)/2| has median {median:.3f} (allowed 0.03) and 90th percentile "
         f"{high:.3f} (allowed 0.08)."
     )
@@ -236,9 +237,9 @@ def diagnose_noisy_average_result(
         fail(
             what + " Your query points at k_a and k_b equally (its direction is right), "
             f"but your scale is too large: the noise moves each score by about "
-            f"|q| sqrt(alpha) = {noise:.3g}, and when that is not small the softmax flips "
+            f"|q| sigma = {noise:.3g}, and when that is not small the softmax flips "
             "between k_a and k_b. Keep s large compared with log(n) but small compared with "
-            "1/sqrt(alpha) (here s between 20 and 200 is safe)."
+            "1/sigma (here s between 20 and 200 is safe)."
         )
     if not balanced and weights[a] + weights[b] > 0.5:
         fail(
@@ -309,7 +310,7 @@ def diagnose_two_heads_result(
     if abs(median) <= 0.05 and spread <= 0.1 and near >= 0.75:
         return median, spread
     what = (
-        f"Over {samples} draws of the keys (key {a} stretched, alpha = {alpha:g}, n = {n}, "
+        f"Over {samples} draws of the keys (key {a} stretched, sigma^2 = {alpha:g}, n = {n}, "
         f"d = {d}), the two-head output c along (v_a - v_b) has median {median:+.3f} (allowed "
         f"+-0.05) and spread (interquartile range) {spread:.3f} (allowed 0.1); {near:.0%} of "
         "the draws are within 0.1 of (v_a + v_b)/2 (75 % needed)."

@@ -96,7 +96,8 @@ def spread_explorer(
     a: int,
     b: int,
 ) -> widgets.interactive | None:
-    """Sliders for the scale s and the noise alpha; histograms of one head against two.
+    """Sliders for the scale s and the noise variance alpha (the notebook's sigma^2); histograms
+    of one head against two.
 
     ``single`` and ``heads`` are built with scale 1 (unit-length directions, such as
     ``mu_a + mu_b`` or ``mu_a``); the slider multiplies them by ``s``. While nbgrader runs the
@@ -126,7 +127,7 @@ def spread_explorer(
         draw,
         log10_s=widgets.FloatSlider(value=1.7, min=0.0, max=4.0, step=0.1, description="log10 s"),
         log10_alpha=widgets.FloatSlider(
-            value=-8.0, min=-10.0, max=-1.0, step=0.5, description="log10 alpha"
+            value=-8.0, min=-10.0, max=-1.0, step=0.5, description="log10 σ²"
         ),
     )
 

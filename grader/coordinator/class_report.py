@@ -87,6 +87,8 @@ class ClassData:
     pairs: list[similarity.Pair]
     code: dict[str, list[str]]  # student -> the solution text compared (lines)
     threshold: float = similarity.THRESHOLD
+    # exercises where a submission is close to the published solution (source/): to review
+    published: list[similarity.NearSolution] = field(default_factory=list)
 
 
 def gather(root: Path, assignment: str, threshold: float = similarity.THRESHOLD) -> ClassData:
@@ -114,6 +116,7 @@ def gather(root: Path, assignment: str, threshold: float = similarity.THRESHOLD)
         pairs=similarity.alike(subs, threshold, given),
         code=code,
         threshold=threshold,
+        published=near_published_solution(root, assignment, exercises, released),
     )
 
 
@@ -252,6 +255,41 @@ def instructors_code(root: Path, assignment: str, notebooks: list[str]) -> list[
         for cell_id, code in submission.reference_code(source).items():
             lines += [f"# --- {cell_id}", *code.splitlines()]
     return lines
+
+
+def near_published_solution(
+    root: Path, assignment: str, exercises: list[Exercise], released: dict[str, list[dict]]
+) -> list[similarity.NearSolution]:
+    """The exercises where a student's code is as close to the published solution (``source/``,
+    which an open course's upstream repository holds) as a copy is
+    (:func:`grader.coordinator.similarity.near_published`); the lines of the release's stubs
+    left out of both."""
+    solutions: dict[str, list[similarity.Token]] = {}
+    code: dict[str, dict[str, list[similarity.Token]]] = defaultdict(dict)
+    for name, cells in released.items():
+        stubs = {c["id"]: _lines(c["source"]) for c in cells if c["solution"]}
+        mine = [e for e in exercises if e.notebook == name]
+        try:
+            given = submission.reference_code(
+                read_notebook(root / "source" / assignment / f"{name}.ipynb")
+            )
+        except CourseError:
+            continue  # a course folder without source/: nothing published to compare with
+        for exercise in mine:
+            solutions[exercise.name] = similarity.own_tokens(
+                [(given.get(c, ""), stubs[c]) for c in exercise.solutions if c in stubs]
+            )
+        for path in sorted((root / "submitted").glob(f"*/{assignment}/{name}.ipynb")):
+            try:
+                sources = {c["id"]: c["source"] for c in map(_cell, read_notebook(path).cells)}
+            except CourseError:
+                continue  # broken: nothing to compare
+            student = path.parent.parent.name
+            for exercise in mine:
+                code[student][exercise.name] = similarity.own_tokens(
+                    [(sources.get(c, ""), stubs[c]) for c in exercise.solutions if c in stubs]
+                )
+    return similarity.near_published(code, solutions)
 
 
 def _lines(source: str) -> set[str]:

@@ -49,13 +49,15 @@ def page(data: ClassData, out: Path) -> str:
         "grading_report.csv, the trusted judge's verdicts); nothing from the text of outputs.</p>",
         '<nav><a href="#exercises">Exercises</a><a href="#mistakes">Mistakes</a>'
         '<a href="#attention">Needs attention</a><a href="#times">Grading time</a>'
-        '<a href="#written">Written answers</a><a href="#alike">Alike</a></nav>',
+        '<a href="#written">Written answers</a><a href="#alike">Alike</a>'
+        '<a href="#published">Published solution</a></nav>',
         _exercises(data),
         _mistakes(data, out),
         _attention(data, out),
         _times(data),
         _written(data),
         _alike(data, out),
+        _published(data, out),
     ]
     body = "\n".join(parts)
     title = f"Class report: {escape(data.assignment)}"
@@ -308,6 +310,29 @@ def _alike(data: ClassData, out: Path) -> str:
             f"{_code(data.code.get(pair.b, []), pair.lines_b)}</div>"
         )
     return "\n".join(rows)
+
+
+def _published(data: ClassData, out: Path) -> str:
+    head = (
+        '<h2 id="published">Close to the published solution: to review</h2><p class="note">'
+        "The course is open: its solutions (source/) are public upstream. Listed: a student's "
+        "code for an exercise whose tokens (compared as above: renaming and comments change "
+        f"nothing) lie at least {similarity.PUBLISHED_SHARE:.0%} in passages of the published "
+        f"solution, only on exercises whose solution has {similarity.PUBLISHED_TOKENS} tokens "
+        "or more (shorter ones have an idiomatic answer honest students write too). Correct "
+        "answers written independently stayed under 40% on every such exercise, copies with "
+        "renamed variables and comments above 90% (docs/term.md). A pointer for a conversation, "
+        "never a verdict: a student may have written it alone.</p>"
+    )
+    if not data.published:
+        return head + "<p>No submission this close.</p>"
+    rows = [head, "<table><tr><th>student</th><th>exercise</th><th>in its passages</th></tr>"]
+    for near in data.published:
+        rows.append(
+            f'<tr class="published"><td>{_link(near.student, data, out)}</td>'
+            f"<td>{escape(near.exercise)}</td><td>{near.share:.0%}</td></tr>"
+        )
+    return "\n".join(rows + ["</table>"])
 
 
 def _code(lines: list[str], shared: set[int]) -> str:

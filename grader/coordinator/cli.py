@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from grader.coordinator import cli_term, lab  # the standard library and grader.shared only
 from grader.lms import LMS_NAMES
 from grader.shared import report  # lab: the standard library and grader.shared.paths only
-from grader.shared.paths import CourseError, assignments, find_root
+from grader.shared.paths import CourseError, assignments, find_root, use_this_python
 
 if TYPE_CHECKING:  # for the annotations only: grader.coordinator.grading loads nbgrader (see run())
     from grader.coordinator.grading import Graded
@@ -317,8 +317,9 @@ def _lms_command(root: Path, args: argparse.Namespace) -> int:
     elif args.command == "feedback":
         print(f"feedback written under {pipeline.feedback(root, args.assignment)}")
         if args.zip:
-            path, packed, left = feedback_zip.pack(root, args.assignment)
-            print(f"{len(packed)} students' feedback packed into {path} for upload")
+            written, left = feedback_zip.pack(root, args.assignment)
+            for path, packed in written:
+                print(f"{len(packed)} students' feedback packed into {path} for upload")
             for line in left:
                 print(f"  not packed: {line}")
     else:
@@ -330,10 +331,14 @@ def _lms_command(root: Path, args: argparse.Namespace) -> int:
             if name.strip()
         ]
         names = [c.partition("=")[0].strip() for c in chosen]
-        for line in final.require_final(root, names, args.allow_ungraded):
-            print(line)
-        path, left = export.export(root, args.lms, out, args.missing, chosen, args.gradebook)
+        waiting = final.require_final(root, names, args.allow_ungraded, args.lms)
+        written: set[tuple[str, str]] = set()
+        path, left = export.export(
+            root, args.lms, out, args.missing, chosen, args.gradebook, written
+        )
         print(f"grades written to {path} for import into {args.lms.title()}")
+        for line in final.exported_anyway(waiting, written):
+            print(line)
         for line in left:
             print(f"  not written: {line}")
         return 1 if left else 0
@@ -414,7 +419,12 @@ COMMANDS: dict[str, tuple[Callable[..., int], bool]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the console script; errors the user can fix are one line on stderr."""
+    """Entry point of the console script; errors the user can fix are one line on stderr.
+
+    This environment's programs come first on PATH, so ``.venv/bin/course`` works unactivated:
+    nbgrader runs ``alembic`` by name (a gradebook's first open) and kernels by name.
+    """
+    use_this_python()
     args = parser().parse_args(argv)
     try:
         return run(args)

@@ -6,7 +6,7 @@ course release [ASSIGNMENT] [--force] [--clone-only]
 course due ASSIGNMENT DATE [--timezone ZONE] the due date
 course extension ASSIGNMENT STUDENT --hours N  more time for one student (0: none)
 course regrade ASSIGNMENT [--jobs N]         grade every submission again; whose points moved
-course publish DIR                           the public part (no solutions) into DIR
+course publish DIR [ASSIGNMENT ...]          the public part (no solutions), released work only
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ def add_parsers(sub: argparse._SubParsersAction, jobs_default: int) -> None:
     p.add_argument(
         "address",
         nargs="?",
-        help="a git repository (its student/ folder), the student wheel's URL, or 'clone' (the "
-        "notebooks are used where the course is installed); none: show it",
+        help="a git repository's https (or GitHub ssh) address, file://localhost/PATH, the "
+        "student wheel's URL, or 'clone' (docs/term.md); none: show it",
     )
 
     p = sub.add_parser("release", help="generate release/ from source/")
@@ -45,10 +45,16 @@ def add_parsers(sub: argparse._SubParsersAction, jobs_default: int) -> None:
 
     p = sub.add_parser(
         "publish",
-        help="write the part students may see (course/, student/, release/) into a work tree of "
-        "the public repository, never source/ (docs/term.md)",
+        help="write what students may see (the released notebooks, course/, student/, a README "
+        "from student/GUIDE.md) into the public repository's work tree (docs/term.md)",
     )
     p.add_argument("folder", type=Path, help="the public repository's folder")
+    p.add_argument(
+        "assignments",
+        nargs="*",
+        metavar="ASSIGNMENT",
+        help="the assignments (default: those released this term)",
+    )
 
     p = sub.add_parser("due", help="set an assignment's due date")
     p.add_argument("assignment")
@@ -95,7 +101,7 @@ def release(root: Path, args: argparse.Namespace) -> int:
     held = 0
     for name in chosen:
         handed_in = midterm.has_submissions(root, name)
-        lines = midterm.changes(root, name) if handed_in else []
+        lines = midterm.changes(root, name, address) if handed_in else []
         if lines and not args.force:
             print(f"{name}: {len(handed_in)} students have handed in; a release would change:")
             print("\n".join(f"  {line}" for line in lines))
@@ -115,15 +121,15 @@ def release(root: Path, args: argparse.Namespace) -> int:
 
 
 def publish(root: Path, args: argparse.Namespace) -> int:
-    """``course publish DIR``: the public copy of a graded class."""
+    """``course publish DIR [ASSIGNMENT ...]``: the public copy of a graded class."""
     from grader.coordinator import address as where  # loads nbgrader: once chosen
-    from grader.coordinator.publish import publish as write_public  # (the standard library)
+    from grader.coordinator.publish import publish as write_public  # (nbgrader too)
 
     address = where.require(root)
     if address == where.CLONE:
         raise CourseError("the address is 'clone': set the public one, `course address URL`")
-    written = write_public(root, args.folder, where.install_line(address))
-    print(f"wrote {', '.join(written)} into {args.folder}: commit and push it to {address}")
+    print("\n".join(write_public(root, args.folder, address, args.assignments)))
+    print(f"now commit and push {args.folder} to {address}")
     return 0
 
 

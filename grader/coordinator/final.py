@@ -2,9 +2,11 @@
 
 ``course grades --lms`` calls :func:`require_final` before it writes the LMS's file: it refuses
 (exit 2, naming them) while written answers of the exported assignments are not graded by hand,
-unless ``--allow-ungraded``; and while the gradebook holds a demo student (``reference``,
-``blank`` or a ``demo/`` name: a demo graded in the course folder by an older ``make demo``),
-except in the demo's own folder.
+unless ``--allow-ungraded`` (counting only the students that LMS's file takes: an assignment
+collected from several LMSs leaves the others to their own LMS's file; :func:`exported_anyway`
+names, after the export, those whose score was written); and while the gradebook holds a demo
+student (``reference``, ``blank`` or a ``demo/`` name: a demo graded in the course folder by an
+older ``make demo``), except in the demo's own folder.
 """
 
 from __future__ import annotations
@@ -42,9 +44,12 @@ def demo_students(root: Path) -> list[str]:
         return sorted(s.id for s in gb.students if s.id in known)
 
 
-def require_final(root: Path, assignments: list[str], allow_ungraded: bool) -> list[str]:
+def require_final(
+    root: Path, assignments: list[str], allow_ungraded: bool, lms: str = ""
+) -> dict[str, list[str]]:
     """Refuse (:class:`CourseError`) to export while demo students are in the gradebook, or while
-    written answers wait and ``allow_ungraded`` is not given; return the lines to print."""
+    written answers wait and ``allow_ungraded`` is not given; return those that wait (by
+    assignment), of ``lms``'s students only (those collected from another LMS left out)."""
     present = demo_students(root)
     if present:
         raise CourseError(
@@ -53,6 +58,13 @@ def require_final(root: Path, assignments: list[str], allow_ungraded: bool) -> l
             "(`make demo` now grades in demo-course/), then export again"
         )
     waiting = ungraded(root, assignments)
+    if lms:
+        from grader.lms.collect import elsewhere  # loads nbgrader: an LMS command's
+
+        for assignment, students in list(waiting.items()):
+            others = elsewhere(root, assignment, lms)
+            waiting[assignment] = [s for s in students if s not in others]
+        waiting = {a: w for a, w in waiting.items() if w}
     lines = [
         f"{a}: written answers not graded yet for {len(s)} students: {_names(s)}"
         for a, s in sorted(waiting.items())
@@ -63,7 +75,21 @@ def require_final(root: Path, assignments: list[str], allow_ungraded: bool) -> l
             "> Manual Grading), or export anyway with --allow-ungraded (their written answers "
             "count 0)"
         )
-    return [f"exported anyway (--allow-ungraded): {line}" for line in lines]
+    return waiting
+
+
+def exported_anyway(waiting: dict[str, list[str]], written: set[tuple[str, str]]) -> list[str]:
+    """A line per assignment whose file got a score with written answers not graded yet
+    (``--allow-ungraded``), naming those students."""
+    lines = []
+    for assignment, students in sorted(waiting.items()):
+        sent = [s for s in students if (assignment, s) in written]
+        if sent:
+            lines.append(
+                f"exported anyway (--allow-ungraded): {assignment}: written answers not graded "
+                f"yet for {len(sent)} students, sent with 0 for them: {_names(sent)}"
+            )
+    return lines
 
 
 def _names(students: list[str], shown: int = 10) -> str:

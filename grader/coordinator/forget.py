@@ -13,10 +13,11 @@ What the course keeps about a student (docs/personal-data.md), each removed here
   files ``course grades --lms`` wrote in the course folder (``grades-*.csv``);
 - the class reports (``class-report-*.html``) that name the student, which hold the similarity
   pairs: removed whole (``course report ASSIGNMENT`` writes them again without the student);
-- what ``course collect`` kept of the LMS downloads (``downloaded/ASSIGNMENT/``): the student's
-  files in the extracted copy and in the copy of the zip, the student's entry of ``lms.json`` (the
-  map from the course's id to the LMS's id and name), and the student's files in the feedback zips
-  for upload (``feedback-ASSIGNMENT-LMS.zip``).
+- what ``course collect`` kept of the LMS downloads (``downloaded/ASSIGNMENT/``, a folder per
+  download): the student's files in every download's extracted copy and copy of the zip, found by
+  every LMS id the student was collected under, the student's entry of ``lms.json`` (the map from
+  the course's id to the LMS's ids and name), and the student's files in the feedback zips for
+  upload (``feedback-ASSIGNMENT-LMS.zip``, one per LMS).
 
 Without ``--yes`` nothing is removed: the command lists what it would remove. The files the
 instructor downloaded or exported (the LMS's zip, the roster, the LMS's gradebook exports and
@@ -46,7 +47,7 @@ from sqlalchemy.exc import OperationalError
 from grader.coordinator import deadlines
 from grader.coordinator.gradebook import sqlite_file
 from grader.lms import LMS_NAMES, roster, system
-from grader.lms.collect import RECORD
+from grader.lms.collect import RECORD, download_folder, read_record
 from grader.lms.systems.canvas import ANONYMOUS
 from grader.shared import records, report
 from grader.shared.paths import CourseError, db_url, load_config
@@ -89,9 +90,13 @@ class Identity:
     def cells(self) -> set[str]:
         """The values of a grade file's id columns that mean this student (the Canvas user id
         too: Moodle's participant id is the assignment's, not the student's)."""
-        canvas = {e["lms_id"] for e in self.downloads.values() if e.get("lms") == "canvas"}
+        canvas = {i for lms, i in self.lms_ids() if lms == "canvas"}
         ids = {self.student, self.email, self.lms_user_id}
         return {v for v in ids | {i for i in canvas if not i.startswith(ANONYMOUS)} if v}
+
+    def lms_ids(self) -> set[tuple[str, str]]:
+        """Every (LMS, LMS id) the student was collected under, in any download."""
+        return {(lms, i) for e in self.downloads.values() for lms, i in e.get("ids", [])}
 
 
 def command(root: Path, students: list[str], yes: bool) -> int:
@@ -159,9 +164,12 @@ def identify(root: Path, student: str) -> Identity:
                 who.in_gradebook = True
                 who.email, who.lms_user_id = row.email or "", row.lms_user_id or ""
     for path in sorted((root / "downloaded").glob(f"*/{RECORD}")):
-        entry = _read_json(path).get("students", {}).get(student)
+        try:
+            entry = read_record(root, path.parent.name)["students"].get(student)
+        except (OSError, ValueError, AttributeError):
+            continue  # not a record the course wrote
         if entry:
-            who.downloads[path.parent.name] = {"lms": _read_json(path).get("lms"), **entry}
+            who.downloads[path.parent.name] = entry
     return who
 
 
@@ -256,34 +264,47 @@ def _record_steps(root: Path, who: Identity) -> list[Step]:
 
 
 def _download_steps(root: Path, who: Identity) -> list[Step]:
-    """The student's files in the collected LMS downloads, their lms.json entries, the
-    feedback zips for upload."""
+    """The student's files in every collected LMS download (by each LMS id they were collected
+    under), their lms.json entries, the feedback zips for upload."""
     steps = []
     for assignment, entry in sorted(who.downloads.items()):
-        folder, lms, lms_id = root / "downloaded" / assignment, entry["lms"], entry["lms_id"]
-
-        def theirs(name: str, lms: str = lms, lms_id: str = lms_id) -> bool:
-            return _named_for(name, {(lms, lms_id)})
-
-        extracted = folder / "extracted" / "submissions"
-        picked: list[Path] = []
-        for path in sorted(extracted.rglob("*")):  # a folder before what it holds
-            relative = path.relative_to(extracted).as_posix() + ("/" if path.is_dir() else "")
-            if theirs(relative) and not any(p in path.parents for p in picked):
-                picked.append(path)
-        if picked:
-            count = sum(1 for p in picked for f in [p, *p.rglob("*")] if f.is_file())
-            what = f"{count} file(s) of theirs in {_show(root, extracted)}/"
-            steps.append(Step(what, _remover(*picked)))
-        for copy in sorted((folder / "archive").glob("*.zip")):
-            steps += _zip_step(root, copy, theirs)
-        record = folder / RECORD
-        steps.append(
-            Step(f"their entry of {_show(root, record)} ({lms_id})", _unrecord(record, who))
-        )
+        ids = {(lms, lms_id) for lms, lms_id in entry["ids"]}
+        for download, about in sorted(read_record(root, assignment)["downloads"].items()):
+            mine = {(lms, i) for lms, i in ids if lms == about.get("lms")}
+            if mine:
+                steps += _one_download(root, download_folder(root, assignment, download), mine)
+        record = root / "downloaded" / assignment / RECORD
+        what = f"their entry of {_show(root, record)} ({', '.join(sorted(i for _, i in ids))})"
+        steps.append(Step(what, _unrecord(record, who)))
         prefix = entry.get("prefix", "")
+
+        def theirs(name: str, p: str = prefix, ids: set = ids) -> bool:
+            return (bool(p) and name.startswith(p)) or _named_for(name, ids)
+
         for pack in sorted(root.glob(f"feedback-{glob_escape(assignment)}-*.zip")):
-            steps += _zip_step(root, pack, lambda name, p=prefix: bool(p) and name.startswith(p))
+            steps += _zip_step(root, pack, theirs)
+    return steps
+
+
+def _one_download(root: Path, folder: Path, ids: set[tuple[str, str]]) -> list[Step]:
+    """The student's files in one download's extracted copy and its copy of the zip."""
+
+    def theirs(name: str) -> bool:
+        return _named_for(name, ids)
+
+    steps = []
+    extracted = folder / "extracted" / "submissions"
+    picked: list[Path] = []
+    for path in sorted(extracted.rglob("*")):  # a folder before what it holds
+        relative = path.relative_to(extracted).as_posix() + ("/" if path.is_dir() else "")
+        if theirs(relative) and not any(p in path.parents for p in picked):
+            picked.append(path)
+    if picked:
+        count = sum(1 for p in picked for f in [p, *p.rglob("*")] if f.is_file())
+        what = f"{count} file(s) of theirs in {_show(root, extracted)}/"
+        steps.append(Step(what, _remover(*picked)))
+    for copy in sorted((folder / "archive").glob("*.zip")):
+        steps += _zip_step(root, copy, theirs)
     return steps
 
 
@@ -318,7 +339,7 @@ def _yours(root: Path, who: Identity) -> list[Path]:
     candidates = [p for p in root.glob("*") if p.suffix in kinds]
     if (root / PRIVATE).is_dir():
         candidates += [p for p in (root / PRIVATE).rglob("*") if p.suffix in kinds]
-    lms_ids = {(e["lms"], e["lms_id"]) for e in who.downloads.values()}
+    lms_ids = who.lms_ids()
     found = []
     for path in sorted(set(candidates) - handled):
         if not path.is_file():

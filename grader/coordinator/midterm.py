@@ -22,6 +22,7 @@ from pathlib import Path
 from nbgrader.api import Gradebook, MissingEntry
 from traitlets.config import Config
 
+from grader.coordinator.address import address_notebooks
 from grader.coordinator.nbgrader_api import check_result, nbgrader_api
 from grader.shared.notebooks import read_notebook
 from grader.shared.paths import CONFIG_FILE, db_url, submitted_students
@@ -41,8 +42,10 @@ def has_submissions(root: Path, assignment: str) -> list[str]:
     return sorted(students)
 
 
-def changes(root: Path, assignment: str) -> list[str]:
-    """What releasing ``assignment`` again would change, a line per cell ([] when nothing)."""
+def changes(root: Path, assignment: str, address: str = "clone") -> list[str]:
+    """What releasing ``assignment`` again would change, a line per cell ([] when nothing). The
+    scratch release gets the students' ``address`` in its first cell, as the release itself does,
+    so that the install cell is reported only when the address changed."""
     with tempfile.TemporaryDirectory(prefix="course-release-") as folder:
         scratch = Path(folder)
         shutil.copy(root / CONFIG_FILE, scratch / CONFIG_FILE)
@@ -53,6 +56,7 @@ def changes(root: Path, assignment: str) -> list[str]:
         extra.Exchange.root = str(scratch / "exchange")
         result = nbgrader_api(scratch, extra).generate_assignment(assignment, force=True)
         check_result(result, f"generating the new release of '{assignment}'")
+        address_notebooks(scratch / "release" / assignment, address)
         lines = _release_changes(root / "release" / assignment, scratch / "release" / assignment)
         lines += _hidden_changes(db_url(root), extra.CourseDirectory.db_url, assignment, lines)
     return lines

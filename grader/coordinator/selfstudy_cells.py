@@ -9,7 +9,9 @@ learner's file) and calls :func:`add_cells` on the new copy, in a clone only (``
 - at the end, a note, a button that runs every exercise's visible and hidden tests
   (``course check``), and the learner's progress (``course progress``).
 
-``release/`` (what a graded class gets) and ``source/`` stay as they are. The cells carry the tag
+The release's own last cell, the check of the visible tests (``tools/colab.py``), gives way to the
+button, which runs the hidden tests too. ``release/`` (what a graded class gets) and ``source/``
+stay as they are. The cells carry the tag
 ``self-study``; where there is no clone or while a notebook is graded they only say that written
 answers are graded by the instructor.
 """
@@ -22,6 +24,7 @@ import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell
 
 TAG = "self-study"
+CHECK_MARKER = "# Check the whole notebook as grading runs it"  # tools/colab.py's last cell
 NOTE = (
     "## Studying on your own\n\n"
     "Under each written question, **Compare with the model answer** shows the model answer and "
@@ -58,6 +61,8 @@ def with_cells(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
             first = cell.metadata.nbgrader["grade_id"]
     if first is None:
         return nb
+    if cells and "".join(cells[-1].source).startswith(CHECK_MARKER):
+        cells.pop()  # the release's check: the button below runs the hidden tests too
     cells += [
         _cell(NOTE, "markdown"),
         _cell(f'from course.selfstudy import check_button\n\ncheck_button("{first}");'),

@@ -25,6 +25,15 @@ alike.
 
 A pair is listed when the tokens of its shared passages cover at least ``threshold`` of the smaller
 of the two submissions: a pair to look at, never a verdict.
+
+The published solution (:func:`near_published`): the course is open, its ``source/`` public, so a
+submission may be the instructor's solution in disguise, which the pairs never show. Exercise by
+exercise, the share of a student's tokens in passages of the instructor's solution is measured;
+it is marked where it reaches :data:`PUBLISHED_SHARE`, on exercises whose solution has at least
+:data:`PUBLISHED_TOKENS` tokens (shorter ones have an idiomatic answer that honest students write
+too). Both were measured (``benchmarks/published_solution.py``): independent correct answers of
+the demo class and written for it stay well under the share, copies with renamed variables and
+comments reach it. A mark is a pointer for review, never a verdict.
 """
 
 from __future__ import annotations
@@ -41,6 +50,8 @@ from dataclasses import dataclass, field
 K = 12  # tokens in a hashed run: the noise threshold
 WINDOW = 8  # hashes in a window: shared runs of K + WINDOW - 1 = 19 tokens are always found
 THRESHOLD = 0.3  # the share of the smaller submission's tokens in shared passages
+PUBLISHED_SHARE = 0.6  # a student's tokens in passages of the published solution: marked
+PUBLISHED_TOKENS = 80  # an exercise's solution shorter than this: never marked (idiomatic)
 KEPT_NAMES = (
     set(keyword.kwlist)
     | set(dir(builtins))
@@ -199,3 +210,55 @@ def _covered(sub: Submission, values: set[int]) -> set[int]:
         for start in sub.fingerprints.get(value, ()):
             positions.update(range(start, start + K))
     return positions
+
+
+@dataclass
+class NearSolution:
+    """A student's code for one exercise and the share of its tokens found in the published
+    solution's passages."""
+
+    student: str
+    exercise: str
+    share: float
+    tokens: int
+
+
+def own_tokens(cells: list[tuple[str, set[str]]]) -> list[Token]:
+    """The tokens of each (cell's code, the stripped lines of its stub), those on the stub's
+    lines left out: the whole cell is read, so its layout stays Python's."""
+    found = []
+    for code, stub in cells:
+        lines = code.splitlines()
+        found += [
+            t for t in tokens(code) if t.line >= len(lines) or lines[t.line].strip() not in stub
+        ]
+    return found
+
+
+def published_share(mine: list[Token], solution: list[Token]) -> float:
+    """The share of the tokens ``mine`` in passages they share with ``solution``."""
+    a = Submission("", [], mine, fingerprints(mine))
+    shared = set(a.fingerprints) & set(fingerprints(solution))
+    return len(_covered(a, shared)) / max(1, len(mine))
+
+
+def near_published(
+    code: dict[str, dict[str, list[Token]]],
+    solutions: dict[str, list[Token]],
+    share: float = PUBLISHED_SHARE,
+    least: int = PUBLISHED_TOKENS,
+) -> list[NearSolution]:
+    """The (student, exercise) whose tokens (``code``: student -> exercise -> the tokens the
+    student wrote, :func:`own_tokens`) lie at least ``share`` in passages of the exercise's
+    published solution (``solutions``), on exercises whose solution has at least ``least``
+    tokens and where the student wrote at least half as many; the closest first."""
+    found = []
+    for exercise, solution in solutions.items():
+        if len(solution) < least:
+            continue
+        for student, written in code.items():
+            mine = written.get(exercise, [])
+            near = published_share(mine, solution) if mine else 0.0
+            if len(mine) * 2 >= len(solution) and near >= share:
+                found.append(NearSolution(student, exercise, near, len(mine)))
+    return sorted(found, key=lambda n: (-n.share, n.exercise, n.student))

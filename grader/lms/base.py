@@ -126,6 +126,7 @@ class LmsSystem(ABC):
     download_steps: ClassVar[str]  # what to click for an assignment's submissions
     whole_attempts: ClassVar[bool] = False  # a resubmission replaces all of the earlier files
     times_note: ClassVar[str] = ""  # where lateness is, said when --worksheet is given wrongly
+    times_missing: ClassVar[str] = ""  # said when a download is collected without --worksheet
 
     @property
     @abstractmethod

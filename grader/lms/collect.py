@@ -21,11 +21,21 @@ is read by the LMS's class (:meth:`grader.lms.base.LmsSystem.parse`). For each s
 - what was taken and what was skipped (and why) is returned for the report, and what each
   student's files were called is kept in ``downloaded/ASSIGNMENT/lms.json`` to name the
   feedback for upload (:mod:`grader.lms.feedback_zip`).
+
+One assignment may be collected from several LMSs, or from one LMS in several downloads (two
+sections): each download is kept in its own folder, ``downloaded/ASSIGNMENT/LMS-ZIPNAME/``
+(the same zip collected again replaces its folder; another zip of the same name gets
+``LMS-ZIPNAME-2/``), and ``lms.json`` keeps every student's entry with the LMS and the
+download it came from, and every LMS id it was known by (``ids``), so that each LMS's feedback
+zip and grade file hold its own students and ``course forget`` finds a student in every
+download. A record written before (one LMS, the
+download in ``downloaded/ASSIGNMENT/`` itself) is read as one download named ''.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -73,6 +83,7 @@ class Collected:
     assignment: str
     taken: list[Taken] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 def collect(
@@ -95,8 +106,9 @@ def collect(
         raise CourseError(f"release/{assignment} has no notebooks: run `course release` first.")
     url = db_url(root)
     gradebook.require_assignment(url, assignment)
+    download = download_name(root / "downloaded" / assignment, lms, zip_path)
     extracted = archive.extract(
-        zip_path, root / "downloaded" / assignment, lms_class.download_steps
+        zip_path, download_folder(root, assignment, download), lms_class.download_steps
     )
     done = Collected(lms, assignment)
     lms_class.prepare(extracted / "submissions")
@@ -122,7 +134,9 @@ def collect(
             time = lms_class.submission_time(chosen, row, zone)
             _lateness(folder, lms_class, taken, chosen, due, time)
             _remember(url, lms_class, taken, chosen, person, email)
-    _write_record(root / "downloaded" / assignment / RECORD, done)
+    if sheet_path is None and lms_class.times_missing and done.taken:
+        done.notes.append(lms_class.times_missing)
+    _write_record(root, done, download, zip_path.name)
     return done
 
 
@@ -269,20 +283,70 @@ def _remember(
             )  # fmt: skip
 
 
-def _write_record(path: Path, done: Collected) -> None:
-    """Keep, per student, what the LMS called the files (merged with earlier downloads)."""
-    record = read_record(path.parent.parent.parent, done.assignment)
-    if record.get("lms") != done.lms:
-        record = {"lms": done.lms, "students": {}}
+def download_name(folder: Path, lms: str, zip_path: Path) -> str:
+    """The folder of one download under ``folder`` (``downloaded/ASSIGNMENT/``): the LMS and
+    the zip's name, numbered when a different zip of that name was kept there before."""
+    base = f"{lms}-" + (re.sub(r"[^\w.-]+", "_", zip_path.stem).strip("._") or "download")
+    name, number = base, 1
+    while True:
+        kept = folder / name / "archive" / "submissions.zip"
+        if not kept.is_file() or (
+            zip_path.is_file() and kept.read_bytes() == zip_path.read_bytes()
+        ):
+            return name
+        number += 1
+        name = f"{base}-{number}"
+
+
+def download_folder(root: Path, assignment: str, download: str) -> Path:
+    """Where the download named ``download`` is kept ('' : a record of one LMS written before
+    downloads had folders of their own)."""
+    folder = root / "downloaded" / assignment
+    return folder / download if download else folder
+
+
+def _write_record(root: Path, done: Collected, download: str, zip_name: str) -> None:
+    """Keep, per student, what the LMS called the files, with the download and every LMS id
+    the student was known by (merged with earlier downloads, of any LMS)."""
+    record = read_record(root, done.assignment)
+    record["downloads"][download] = {"lms": done.lms, "zip": zip_name}
     for taken in done.taken:
-        record["students"][taken.student] = asdict(taken)
+        earlier = record["students"].get(taken.student, {})
+        ids = {tuple(i) for i in earlier.get("ids", [])} | {(done.lms, taken.lms_id)}
+        record["students"][taken.student] = {
+            **asdict(taken), "lms": done.lms, "download": download, "ids": sorted(ids),
+        }  # fmt: skip
+    path = root / "downloaded" / done.assignment / RECORD
     path.write_text(json.dumps(record, indent=1, sort_keys=True))
 
 
 def read_record(root: Path, assignment: str) -> dict:
-    """What ``course collect`` recorded for ``assignment`` ({} when nothing was collected)."""
+    """What ``course collect`` recorded for ``assignment``: ``students`` (id -> entry, with its
+    ``lms``, ``download`` and ``ids``) and ``downloads`` (folder -> its ``lms``); both empty
+    when nothing was collected. A record of the older form (one ``lms`` for all) is read as
+    one download named ''."""
     path = root / "downloaded" / assignment / RECORD
-    return json.loads(path.read_text()) if path.is_file() else {}
+    record = json.loads(path.read_text()) if path.is_file() else {}
+    students, downloads = record.get("students", {}), record.get("downloads", {})
+    if "lms" in record:  # the older form
+        downloads = {"": {"lms": record["lms"]}}
+        for entry in students.values():
+            entry.setdefault("lms", record["lms"])
+            entry.setdefault("download", "")
+    for entry in students.values():
+        entry.setdefault("ids", [[entry.get("lms", ""), entry.get("lms_id", "")]])
+    return {"students": students, "downloads": downloads}
+
+
+def students_of(record: dict, lms: str) -> dict[str, dict]:
+    """The record's students collected last from ``lms`` (id -> entry)."""
+    return {s: e for s, e in record["students"].items() if e.get("lms") == lms}
+
+
+def elsewhere(root: Path, assignment: str, lms: str) -> set[str]:
+    """The students of ``assignment`` whose submission came from an LMS other than ``lms``:
+    their grades belong in that LMS's file, never in this one's."""
+    return {s for s, e in read_record(root, assignment)["students"].items() if e["lms"] != lms}
 
 
 def format_report(done: Collected) -> str:
@@ -292,6 +356,7 @@ def format_report(done: Collected) -> str:
     for t in sorted(done.taken, key=lambda t: t.student):
         notes = f" ({'; '.join(t.notes)})" if t.notes else ""
         lines.append(f"  {t.student}: {t.source} -> {t.notebook}.ipynb{notes}")
+    lines += done.notes
     if done.skipped:
         lines.append(f"skipped {len(done.skipped)} file(s):")
         lines += [f"  {s.path}: {s.reason}" for s in done.skipped]

@@ -13,6 +13,10 @@ penalty that depends on the score (``penalty_method = "zero"``) would leave the 
 in. A student who submitted nothing (``missing``): ``skip`` (the default) leaves the cell as it
 is (empty in a new file), ``blank`` empties it, ``zero`` writes 0.
 
+An assignment collected from several LMSs: each LMS's file takes the grades of the students
+collected from it (``elsewhere``: the others, whose cells are left as they are and who are never
+"not written").
+
 A new file has only nbgrader's names; the LMS's own gradebook export, filled in
 (``--gradebook``, :mod:`grader.lms.fill`), has the LMS's ids and columns as well.
 """
@@ -45,6 +49,11 @@ class LmsExport(ExportPlugin):
         "blank (cell emptied), zero ('empty' is 'blank')",
     ).tag(config=True)
     default_file = "grades-lms.csv"
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.elsewhere: dict[str, set[str]] = {}  # assignment -> students of another LMS
+        self.written: set[tuple[str, str]] = set()  # (assignment, student) given a score
 
     def header(self, assignments: list) -> list[list[str]]:
         """The header row(s) of the CSV."""
@@ -94,8 +103,11 @@ class LmsExport(ExportPlugin):
     def cell(self, gradebook: Gradebook, assignment: str, student: str) -> str | None:
         """What to write for a student: the score, or for no submission '0', '' or None
         (``skip``: leave the cell as it is)."""
+        if student in self.elsewhere.get(assignment, ()):
+            return None  # another LMS's student: that LMS's file takes the grade
         points = self.points(gradebook, assignment, student)
         if points is not None:
+            self.written.add((assignment, student))
             return f"{round(points, 2):g}"
         return {"zero": "0", "skip": None}.get(self.missing, "")
 
@@ -148,16 +160,23 @@ def export(
     missing: str = "skip",
     assignments: list[str] | None = None,
     gradebook_csv: Path | None = None,
+    written: set[tuple[str, str]] | None = None,
 ) -> tuple[Path, list[str]]:
     """Write the course's grades to ``out`` as ``lms`` imports them: a new file, or the LMS's
-    own gradebook export ``gradebook_csv`` filled in (:mod:`grader.lms.fill`). Return ``out``
-    and a line for each grade that could not be placed."""
+    own gradebook export ``gradebook_csv`` filled in (:mod:`grader.lms.fill`); the students of
+    an assignment collected from another LMS are left to that LMS's file. Return ``out`` and a
+    line for each grade that could not be placed; ``written`` gets each (assignment, student)
+    given a score."""
+    from grader.lms.collect import elsewhere  # (nbgrader too)
+
     url = db_url(root)
     file = sqlite_file(url)
     if file is not None and not file.exists():
         raise CourseError(f"no gradebook at {file}: release and autograde something first.")
     columns = dict(split_choice(choice) for choice in assignments or [])
     chosen = plugin(root, lms, out, missing, list(columns))
+    if written is not None:
+        chosen.written = written
     with warnings.catch_warnings(), Gradebook(url) as gb:
         warnings.simplefilter("ignore")
         if not gb.students:
@@ -165,6 +184,7 @@ def export(
                 "the gradebook has no students: import the roster (nbgrader db student import "
                 "ROSTER.csv) or collect submissions first."
             )
+        chosen.elsewhere = {a.name: elsewhere(root, a.name, lms) for a in chosen.chosen(gb)}
         if gradebook_csv is None:
             chosen.export(gb)
             return out, []

@@ -116,7 +116,7 @@ def _write_cells(
             if value is not None:
                 row.extend([""] * (column + 1 - len(row)))
                 row[column] = value
-        placed = set(owners.values())
+        placed = set(owners.values()) | plugin.elsewhere.get(name, set())
         for student in sorted(s.id for s in gb.students if s.id not in placed):
             if plugin.points(gb, name, student) is not None:
                 left.append(

@@ -16,6 +16,7 @@ import nbformat
 from playwright.sync_api import Locator, Page, expect
 
 from grader.shared.paths import assignments
+from tests.conftest import chosen_assignments
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"  # git-ignored
@@ -29,9 +30,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 # The same selection as tests/conftest.py (COURSE_ASSIGNMENTS narrows a local run).
-ASSIGNMENTS = [
-    a for a in assignments(REPO) if a in os.environ.get("COURSE_ASSIGNMENTS", a).split(",")
-]
+ASSIGNMENTS = chosen_assignments(assignments(REPO), os.environ.get("COURSE_ASSIGNMENTS"))
 # The student notebooks of the course, discovered: one browser test each.
 RELEASE_NOTEBOOKS = [
     p.relative_to(REPO / "release").as_posix()

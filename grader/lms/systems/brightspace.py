@@ -28,7 +28,11 @@ D2L's own help, and the open-source tools that parse these files):
   ``<...>`` describes an item to create), and needs the ``End-of-Line Indicator`` column. The
   ``#`` before an id: written by the export and taken by the import; here an id is compared
   with or without it. A row's student is the roster's with that Username as ``lms_user_id``
-  or as course id, else with that OrgDefinedId as course id, else with that email.
+  or as course id, else with that OrgDefinedId as course id, else with that email, else (where
+  the export has ``First Name`` and ``Last Name``) with that name, as the download wrote it and
+  ``course collect`` put it in the gradebook: the download carries no id that the export has
+  (its KEY is not the OrgDefinedId), so without a roster the name is all that links the two.
+  A name two students of the course share, or two rows of the export, matches no one.
 - A new import file: ``OrgDefinedId, Username``, a ``NAME Points Grade <Numeric MaxPoints:N>``
   column per assignment, ``End-of-Line Indicator``; OrgDefinedId is the course's id (right only
   where it is the student number Brightspace knows), Username the roster's ``lms_user_id``
@@ -143,7 +147,9 @@ class Brightspace(LmsSystem):
         if header_index(header, END) is None:  # the import needs it; the export always has it
             for row in export.sheet.rows:
                 row.append(END if row is header else "#")
+        names = (header_index(header, "First Name"), header_index(header, "Last Name"))
         owners = _owners(export.sheet.rows, export.gb, org, user, header_index(header, "Email"))
+        _by_name(export.sheet.rows, export.gb, names, owners)
         return export.assignment_columns(_titles), owners
 
     def feedback_entry(self, prefix: str, notebook: str) -> str:
@@ -160,6 +166,33 @@ def _titles(header: str) -> tuple[str] | None:
     """A grade item's name in ``NAME Points Grade <...>``; None for other columns."""
     match = POINTS.match(header)
     return (match.group(1),) if match else None
+
+
+def _by_name(
+    rows: list[list[str]], gb: Gradebook, names: tuple[int | None, int | None], owners: dict
+) -> None:
+    """Give each row no id matched the student of its first and last name, where one student
+    of the course and one row of the export have that name (letters compared, case aside)."""
+    first, last = names
+    if first is None or last is None:
+        return
+
+    def name_of(row: list[str]) -> str:
+        cells = [row[i] if i < len(row) else "" for i in (first, last)]
+        return squeeze(" ".join(cells)) if all(c.strip() for c in cells) else ""
+
+    students: dict[str, list[str]] = {}
+    for s in gb.students:
+        if s.first_name and s.last_name:
+            students.setdefault(squeeze(f"{s.first_name} {s.last_name}"), []).append(s.id)
+    in_rows = [name_of(row) for row in rows]
+    taken = {owner for owner in owners.values() if owner}
+    for index in owners:
+        name = in_rows[index]
+        found = students.get(name, []) if name and in_rows.count(name) == 1 else []
+        if owners[index] is None and len(found) == 1 and found[0] not in taken:
+            owners[index] = found[0]
+            taken.add(found[0])
 
 
 def _owners(

@@ -37,7 +37,7 @@ from traitlets import Unicode
 
 from grader.lms import worksheet
 from grader.lms.base import ANY_FOLDER, GradebookFile, LmsFile, LmsSystem, named
-from grader.lms.collect import read_record
+from grader.lms.collect import read_record, students_of
 from grader.lms.export import LmsExport
 from grader.shared.paths import CourseError
 
@@ -78,6 +78,10 @@ class Moodle(LmsSystem):
     title = "Moodle"
     download_steps = "'View all submissions', 'Download all submissions'"
     exporter = MoodleExport
+    times_missing = (
+        "no --worksheet: lateness unknown, no time recorded (Moodle writes the submission "
+        "times only in its grading worksheet: collect again with --worksheet)"
+    )
 
     def parse(self, relative: str) -> LmsFile | None:
         match = named(MoodleFileNames().named_regexp, relative)
@@ -150,13 +154,13 @@ def _worksheet_owners(
 ) -> dict[int, str | None]:
     """Each participant row's student, by the participant id that ``course collect`` recorded
     from the assignment's Moodle download."""
-    record = read_record(root, assignment)
-    if record.get("lms") != "moodle":
+    students = students_of(read_record(root, assignment), "moodle")
+    if not students:
         raise CourseError(
             f"{source} names Moodle participants, whom only the assignment's Moodle download "
             f"names: collect it first (course collect {assignment} ZIP --lms moodle)."
         )
-    student_of = {taken["lms_id"]: student for student, taken in record["students"].items()}
+    student_of = {taken["lms_id"]: student for student, taken in students.items()}
     ident = worksheet.identifier_column(rows[0], rows[1:])
     owners = {}
     for index, row in enumerate(rows[1:], 1):

@@ -166,8 +166,9 @@ MAY_IMPORT = {
     "sandbox": {"shared", "sandbox"},
     "nbgrader": {"shared", "sandbox", "nbgrader", "warm.wire"},
     "warm": {"shared", "sandbox", "warm"},
-    "coordinator": {"shared", "sandbox", "warm", "coordinator", "lms"},
-    "lms": {"shared", "coordinator", "lms"},
+    "books": {"shared", "books"},
+    "coordinator": {"shared", "sandbox", "warm", "books", "coordinator", "lms"},
+    "lms": {"shared", "books", "lms"},
 }
 # The nbgrader fork server becomes nbgrader's process: it loads nbgrader's entry point.
 ALSO = {("grader.warm.forkserver", "grader.nbgrader.main")}

@@ -17,7 +17,8 @@ import pytest
 from nbgrader.api import Gradebook
 from packaging.requirements import Requirement
 
-from grader.coordinator import address, deadlines, demo, final, midterm
+from grader.books import deadlines
+from grader.coordinator import address, demo, final, midterm
 from grader.coordinator.cli import main
 from grader.coordinator.release import worth
 from grader.shared import reference_run

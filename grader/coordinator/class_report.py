@@ -30,8 +30,8 @@ from nbgrader.api import (
 from nbgrader.api import Grade as GradeRow
 
 from course import contract
+from grader.books.gradebook import sqlite_file
 from grader.coordinator import similarity, submission
-from grader.coordinator.gradebook import sqlite_file
 from grader.shared import records, report
 from grader.shared.notebooks import read_notebook
 from grader.shared.paths import CourseError, db_url, release_notebooks, require_assignment

@@ -272,7 +272,8 @@ def _grades(root: Path, args: argparse.Namespace) -> int:
             "table's CSV: --csv)"
         )
     # these load nbgrader: imported once this command is chosen (run())
-    from grader.coordinator import deadlines, pipeline
+    from grader.books import deadlines  # (nbgrader too)
+    from grader.coordinator import pipeline  # (nbgrader too)
 
     rows = pipeline.grade_rows(root)
     print(pipeline.format_grade_table(rows))

@@ -135,7 +135,7 @@ def publish(root: Path, args: argparse.Namespace) -> int:
 
 def due(root: Path, args: argparse.Namespace) -> int:
     """``course due ASSIGNMENT DATE``."""
-    from grader.coordinator import deadlines  # loads nbgrader: once chosen
+    from grader.books import deadlines  # loads nbgrader: once chosen
 
     print(deadlines.set_due(root, args.assignment, deadlines.parse_due(args.date, args.timezone)))
     return 0
@@ -143,7 +143,7 @@ def due(root: Path, args: argparse.Namespace) -> int:
 
 def extension(root: Path, args: argparse.Namespace) -> int:
     """``course extension ASSIGNMENT STUDENT --hours N``."""
-    from grader.coordinator import deadlines  # loads nbgrader: once chosen
+    from grader.books import deadlines  # loads nbgrader: once chosen
 
     print(deadlines.set_extension(root, args.assignment, args.student, args.hours))
     return 0

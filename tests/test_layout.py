@@ -167,7 +167,8 @@ MAY_IMPORT = {
     "nbgrader": {"shared", "sandbox", "nbgrader", "warm.wire"},
     "warm": {"shared", "sandbox", "warm"},
     "books": {"shared", "books"},
-    "coordinator": {"shared", "sandbox", "warm", "books", "coordinator", "lms"},
+    "coordinator": {"shared", "sandbox", "warm", "books", "coordinator", "lms", "term"},
+    "term": {"shared", "books", "coordinator", "lms", "term"},
     "lms": {"shared", "books", "lms"},
 }
 # The nbgrader fork server becomes nbgrader's process: it loads nbgrader's entry point.

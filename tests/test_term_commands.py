@@ -18,11 +18,12 @@ from nbgrader.api import Gradebook
 from packaging.requirements import Requirement
 
 from grader.books import deadlines
-from grader.coordinator import address, demo, final, midterm
+from grader.coordinator import demo
 from grader.coordinator.cli import main
 from grader.coordinator.release import worth
 from grader.shared import reference_run
 from grader.shared.paths import CourseError, assignments, db_url
+from grader.term import address, final, midterm
 from tests.conftest import REPO
 
 A = "a_masks"

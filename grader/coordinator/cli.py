@@ -306,8 +306,9 @@ def _demo(root: Path, args: argparse.Namespace) -> int:
 def _lms_command(root: Path, args: argparse.Namespace) -> int:
     """``course collect``, ``course feedback [--zip]`` and ``course grades --lms``."""
     # these load nbgrader (see run()): imported once an LMS command is chosen
-    from grader.coordinator import final, pipeline  # load nbgrader: once this command is chosen
+    from grader.coordinator import pipeline  # load nbgrader: once this command is chosen
     from grader.lms import collect, export, feedback_zip  # (nbgrader too)
+    from grader.term import final
 
     if args.command == "collect":
         done = collect.collect(
@@ -347,8 +348,8 @@ def _lms_command(root: Path, args: argparse.Namespace) -> int:
 
 
 def _forget(root: Path, args: argparse.Namespace) -> int:
-    """``course forget STUDENT... [--yes]`` (grader/coordinator/forget.py)."""
-    from grader.coordinator import forget  # loads nbgrader: once this command is chosen (run())
+    """``course forget STUDENT... [--yes]`` (grader/term/forget.py)."""
+    from grader.term import forget  # loads nbgrader: once this command is chosen (run())
 
     return forget.command(root, args.students, args.yes)
 

@@ -77,7 +77,7 @@ def add_parsers(sub: argparse._SubParsersAction, jobs_default: int) -> None:
 
 def address(root: Path, args: argparse.Namespace) -> int:
     """``course address [URL | clone]``."""
-    from grader.coordinator import address as where  # loads nbgrader: once chosen
+    from grader.term import address as where  # loads nbgrader: once chosen
 
     if args.address:
         print(where.set_address(root, args.address))
@@ -90,9 +90,10 @@ def address(root: Path, args: argparse.Namespace) -> int:
 def release(root: Path, args: argparse.Namespace) -> int:
     """``course release [ASSIGNMENT] [--force] [--clone-only]``: exit 1 when an assignment with
     submissions would change and ``--force`` is not given (nothing is written then)."""
-    from grader.coordinator import address as where  # loads nbgrader: once chosen
-    from grader.coordinator import midterm, pipeline  # loads nbgrader: once chosen
+    from grader.coordinator import pipeline  # loads nbgrader: once chosen
     from grader.coordinator.release import worth  # (nbgrader too)
+    from grader.term import address as where  # loads nbgrader: once chosen
+    from grader.term import midterm
 
     chosen = [args.assignment] if args.assignment else assignments(root)
     for name in chosen:
@@ -122,8 +123,8 @@ def release(root: Path, args: argparse.Namespace) -> int:
 
 def publish(root: Path, args: argparse.Namespace) -> int:
     """``course publish DIR [ASSIGNMENT ...]``: the public copy of a graded class."""
-    from grader.coordinator import address as where  # loads nbgrader: once chosen
-    from grader.coordinator.publish import publish as write_public  # (nbgrader too)
+    from grader.term import address as where  # loads nbgrader: once chosen
+    from grader.term.publish import publish as write_public  # (nbgrader too)
 
     address = where.require(root)
     if address == where.CLONE:
@@ -151,7 +152,8 @@ def extension(root: Path, args: argparse.Namespace) -> int:
 
 def regrade(root: Path, args: argparse.Namespace) -> int:
     """``course regrade ASSIGNMENT``: every submission graded again; the points that moved."""
-    from grader.coordinator import midterm, pipeline  # loads nbgrader: once chosen
+    from grader.coordinator import pipeline  # loads nbgrader: once chosen
+    from grader.term import midterm
 
     before = midterm.scores(root, args.assignment)
     if not before:

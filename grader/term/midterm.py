@@ -23,9 +23,9 @@ from nbgrader.api import Gradebook, MissingEntry
 from traitlets.config import Config
 
 from grader.books.nbgrader_api import check_result, nbgrader_api
-from grader.coordinator.address import address_notebooks
 from grader.shared.notebooks import read_notebook
 from grader.shared.paths import CONFIG_FILE, db_url, submitted_students
+from grader.term.address import address_notebooks
 
 LOG = "releases.json"
 

@@ -167,7 +167,8 @@ MAY_IMPORT = {
     "nbgrader": {"shared", "sandbox", "nbgrader", "warm.wire"},
     "warm": {"shared", "sandbox", "warm"},
     "books": {"shared", "books"},
-    "coordinator": {"shared", "sandbox", "warm", "books", "coordinator", "lms", "term"},
+    "coordinator": {"shared", "sandbox", "warm", "books", "coordinator", "lms", "term", "report"},
+    "report": {"shared", "books", "coordinator", "report"},
     "term": {"shared", "books", "coordinator", "lms", "term"},
     "lms": {"shared", "books", "lms"},
 }

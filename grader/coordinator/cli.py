@@ -356,7 +356,7 @@ def _forget(root: Path, args: argparse.Namespace) -> int:
 
 def _report(root: Path, args: argparse.Namespace) -> int:
     """``course report ASSIGNMENT``: the class page (docs/grading.md)."""
-    from grader.coordinator import class_report_html  # matplotlib: once this command is chosen
+    from grader.report import class_report_html  # matplotlib: once this command is chosen
 
     if not 0 < args.threshold <= 1:
         raise CourseError(f"--threshold is a share between 0 and 1, not {args.threshold}")

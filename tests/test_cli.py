@@ -27,7 +27,7 @@ from nbgrader.preprocessors import DeduplicateIds
 from traitlets.config import Config
 from traitlets.utils.importstring import import_item
 
-from grader.coordinator import check, nbgrader_run
+from grader.coordinator import nbgrader_run
 from grader.coordinator.cli import main
 from grader.coordinator.job import GradingJob
 from grader.coordinator.scratch import scratch_course
@@ -35,6 +35,7 @@ from grader.coordinator.submission import fill, reference_code, solution_markers
 from grader.nbgrader.drop_duplicate_cells import REMOVED, DropDuplicateCells
 from grader.nbgrader.execute_keeping_points import DIED
 from grader.sandbox import rlimits
+from grader.selfstudy import check
 from grader.shared import tampering
 from grader.shared.limits import Limits, TimeLimits
 from grader.shared.notebooks import read_notebook

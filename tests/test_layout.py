@@ -167,7 +167,18 @@ MAY_IMPORT = {
     "nbgrader": {"shared", "sandbox", "nbgrader", "warm.wire"},
     "warm": {"shared", "sandbox", "warm"},
     "books": {"shared", "books"},
-    "coordinator": {"shared", "sandbox", "warm", "books", "coordinator", "lms", "term", "report"},
+    "coordinator": {
+        "shared",
+        "sandbox",
+        "warm",
+        "books",
+        "coordinator",
+        "lms",
+        "term",
+        "report",
+        "selfstudy",
+    },
+    "selfstudy": {"shared", "selfstudy"},
     "report": {"shared", "books", "coordinator", "report"},
     "term": {"shared", "books", "coordinator", "lms", "term"},
     "lms": {"shared", "books", "lms"},
@@ -205,7 +216,7 @@ def test_the_coordinator_loads_no_nbgrader_plugin() -> None:
     """What ``course autograde`` imports (the coordinator's modules) leaves grader.nbgrader out."""
     code = (
         "import sys\n"
-        "import grader.coordinator.autograde, grader.coordinator.cli, grader.coordinator.check\n"
+        "import grader.coordinator.autograde, grader.coordinator.cli, grader.selfstudy.check\n"
         "print(sorted(m for m in sys.modules if m.startswith('grader.nbgrader')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

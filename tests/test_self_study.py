@@ -20,7 +20,7 @@ import nbformat
 import pytest
 
 from course import selfstudy_files
-from grader.coordinator import check, progress, selfcheck, selfstudy_cells
+from grader.selfstudy import check, progress, selfcheck, selfstudy_cells
 from tests.conftest import REPO
 from tools import student_copy
 

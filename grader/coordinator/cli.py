@@ -217,7 +217,7 @@ def _lab(args: argparse.Namespace) -> None:
 
 def _check(args: argparse.Namespace) -> int:
     """``course check NOTEBOOK``: the student's self-check."""
-    from grader.coordinator import check  # loads nbgrader: once this command is chosen (run())
+    from grader.selfstudy import check  # loads nbgrader: once this command is chosen (run())
 
     code, text = check.check(args.notebook, timeout=args.timeout)
     print(text)
@@ -225,8 +225,8 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _progress(root: Path, args: argparse.Namespace) -> int:
-    """``course progress``: grader/coordinator/progress.py."""
-    from grader.coordinator import progress  # loads nbgrader: once this command is chosen (run())
+    """``course progress``: grader/selfstudy/progress.py."""
+    from grader.selfstudy import progress  # loads nbgrader: once this command is chosen (run())
 
     print(progress.progress(root))
     return 0

@@ -5,7 +5,7 @@ the notebook the same way (``NBGRADER_EXECUTION=validate``, so long cells are sh
 each test cell: passed or failed, with the check's message (what was expected and what came), the
 points earned of the points available, and an exit code: 0 when every visible test passes, 1 when
 one fails. Hidden tests are not in a student's copy; they run at grading, or, for a self-learner
-in a clone of the course, here (:mod:`grader.coordinator.selfcheck`).
+in a clone of the course, here (:mod:`grader.selfstudy.selfcheck`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from nbformat import NotebookNode
 from nbgrader import utils
 from nbgrader.preprocessors import Execute
 
-from grader.coordinator import selfcheck
+from grader.selfstudy import selfcheck
 from grader.shared.notebooks import read_notebook
 from grader.shared.paths import use_this_python
 
@@ -163,7 +163,7 @@ def check(path: Path, timeout: int = 120) -> tuple[int, str]:
     """Run and report ``path``; return (exit code, text). Exit 1 if a test cell fails.
 
     In a clone, for a learner's own copy, the hidden tests run too, and the outcome per exercise
-    is recorded beside the notebook (:mod:`grader.coordinator.selfcheck`).
+    is recorded beside the notebook (:mod:`grader.selfstudy.selfcheck`).
     """
     nb = read_notebook(path)
     clone = selfcheck.find_clone(path)

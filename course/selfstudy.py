@@ -11,7 +11,7 @@
 Where there is no clone (the student part alone, a JupyterHub class) or while the notebook is
 graded, each says that written answers are graded by the instructor, or that the hidden tests run
 when the work is graded, and shows nothing else. The last two run the instructor's ``course``
-command of the clone (``python -m grader.coordinator.cli``) in a separate process.
+command of the clone (``python -m grader.command.cli``) in a separate process.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from course.selfstudy_files import (
 GRADED_BY_INSTRUCTOR = "Written answers are graded by the instructor."
 HIDDEN_WHEN_GRADED = "The hidden tests run when your work is graded."
 SAVE_FIRST = "(It reads the saved notebook: save it first, Ctrl+S.)"
-COMMAND = "grader.coordinator.cli"  # the instructor's `course` command, in a clone
+COMMAND = "grader.command.cli"  # the instructor's `course` command, in a clone
 
 
 def _say(text: str) -> None:

@@ -3,7 +3,7 @@
 One package per process, so that what runs where can be read from the folder:
 
 - :mod:`grader.coordinator`: the ``course`` command's own process: the commands
-  (:mod:`~grader.coordinator.cli`, :mod:`~grader.coordinator.pipeline`), grading a class N at a time
+  (:mod:`~grader.command.cli`, :mod:`~grader.coordinator.pipeline`), grading a class N at a time
   or on Dask (:mod:`~grader.coordinator.autograde`, :mod:`~grader.coordinator.cluster`), one
   submission in a scratch course by one ``nbgrader autograde`` process
   (:mod:`~grader.coordinator.grading`, :mod:`~grader.coordinator.nbgrader_run`), the gradebook and

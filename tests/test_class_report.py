@@ -20,8 +20,8 @@ import torch
 from benchmarks.class_report_speed import ASSIGNMENT, NOTEBOOK, make_class
 from course import contract
 from course.testcells import GradingError, check_against_reference, check_close, fail
+from grader.command.cli import main
 from grader.coordinator import demo
-from grader.coordinator.cli import main
 from grader.report import class_report, class_report_html, similarity
 from grader.shared import records
 from grader.shared.verification import Verification

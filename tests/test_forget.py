@@ -27,7 +27,7 @@ import pytest
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.utils import notebook_hash
 
-from grader.coordinator.cli import main
+from grader.command.cli import main
 from grader.coordinator.submission import fill, read_description, reference_code
 from grader.shared import records, report
 from grader.shared.notebooks import read_notebook

@@ -18,8 +18,8 @@ from nbgrader.api import Gradebook
 from packaging.requirements import Requirement
 
 from grader.books import deadlines
+from grader.command.cli import main
 from grader.coordinator import demo
-from grader.coordinator.cli import main
 from grader.coordinator.release import worth
 from grader.shared import reference_run
 from grader.shared.paths import CourseError, assignments, db_url

@@ -1,7 +1,7 @@
 """The ``course`` command: nbgrader's pipeline for this course, one sub-command per job.
 
 Every sub-command and option, with its help: docs/cli.md (written from this parser). The ones of a
-term (address, release, due, extension, regrade, publish) are in :mod:`grader.coordinator.cli_term`.
+term (address, release, due, extension, regrade, publish) are in :mod:`grader.command.cli_term`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from grader.coordinator import cli_term, lab  # the standard library and grader.shared only
+from grader.command import cli_term
+from grader.coordinator import lab  # the standard library and grader.shared only
 from grader.lms import LMS_NAMES
 from grader.shared import report  # lab: the standard library and grader.shared.paths only
 from grader.shared.paths import CourseError, assignments, find_root, use_this_python

@@ -1,4 +1,4 @@
-"""The ``course`` command line, the top floor of the grader: it parses the arguments and calls
+"""The ``course`` command line: the top floor of the grader; it parses the arguments and calls
 the package that does the job (grading a class, :mod:`grader.coordinator`; a term,
 :mod:`grader.term`; the LMSs, :mod:`grader.lms`; the class report, :mod:`grader.report`;
 self-study in a clone, :mod:`grader.selfstudy`), and prints what comes back. It holds no logic

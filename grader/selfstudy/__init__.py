@@ -1,4 +1,4 @@
-"""Self-study in a clone of the course: the half of it that needs the clone's ``source/``. The
+"""Self-study in a clone: the half of it that needs the clone's ``source/``. The
 clone's ``course check`` runs the student part's one check (:mod:`course.check`) with the
 instructor's hidden tests added and records each exercise (:mod:`~grader.selfstudy.check`,
 :mod:`~grader.selfstudy.selfcheck`); ``course progress`` reads those records

@@ -1,4 +1,4 @@
-"""A term, around the grading of each assignment: where the students install the course from
+"""A term: around the grading of each assignment, where the students install the course from
 (:mod:`~grader.term.address`), a fix in the middle of the term and its regrade
 (:mod:`~grader.term.midterm`), grades that go out only when final (:mod:`~grader.term.final`),
 the public copy of a graded class (:mod:`~grader.term.publish`) and a student's data removed

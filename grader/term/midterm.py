@@ -1,4 +1,4 @@
-"""A fix in the middle of a term: what a new release of an assignment changes, and whose points a
+"""A fix mid-term: what a new release of an assignment changes, and whose points a
 regrade moved.
 
 ``course release ASSIGNMENT`` on an assignment that has submissions first says what the new release

@@ -14,6 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from generated_page import write_or_check  # tools/, as when the script runs
+
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "cli.md"
 sys.path.insert(0, str(REPO))
@@ -138,15 +140,13 @@ def main(argv: list[str]) -> int:
     if "-h" in argv or "--help" in argv:
         print(__doc__)
         return 0
-    new = page()
-    if "--check" in argv:
-        if not PAGE.exists() or PAGE.read_text() != new:
-            print("docs/cli.md is stale: run python tools/cli_reference.py")
-            return 1
-        return 0
-    PAGE.write_text(new)
-    print(f"wrote {PAGE.relative_to(REPO)}")
-    return 0
+    return write_or_check(
+        PAGE,
+        page(),
+        "--check" in argv,
+        "docs/cli.md is stale: run python tools/cli_reference.py",
+        f"wrote {PAGE.relative_to(REPO)}",
+    )
 
 
 if __name__ == "__main__":

@@ -47,6 +47,17 @@ def _say(text: str) -> None:
     display(Markdown(f"*{text}*"))
 
 
+def _button(description: str, name: str, icon: str = "") -> tuple[object, object]:
+    """A control's button (CSS class ``name``, for the tests and the lab's style) and the output
+    area below it."""
+    import ipywidgets as widgets  # the kernel's widgets: loaded when a control is drawn
+
+    button = widgets.Button(description=description, icon=icon)
+    button.layout.width = "auto"
+    button.add_class(name)
+    return button, widgets.Output()
+
+
 def compare(grade_id: str) -> object:
     """The "compare" control of the written question ``grade_id`` (a cell under its answer);
     returns it (None where written answers are graded by the instructor)."""
@@ -58,10 +69,7 @@ def compare(grade_id: str) -> object:
     if source is None:
         _say(GRADED_BY_INSTRUCTOR)
         return None
-    button = widgets.Button(description="Compare with the model answer", icon="balance-scale")
-    button.layout.width = "auto"
-    button.add_class("course-compare")
-    out = widgets.Output()
+    button, out = _button("Compare with the model answer", "course-compare", "balance-scale")
 
     def show(_: object = None) -> None:
         out.clear_output()
@@ -145,10 +153,7 @@ def check_button(grade_id: str) -> object:
     if notebook is None or clone_source(notebook) is None or not _has_grader():
         _say(HIDDEN_WHEN_GRADED)
         return None
-    button = widgets.Button(description="Check every exercise (visible and hidden tests)")
-    button.layout.width = "auto"
-    button.add_class("course-check")
-    out = widgets.Output()
+    button, out = _button("Check every exercise (visible and hidden tests)", "course-check")
 
     def run(_: object = None) -> None:
         out.clear_output()
@@ -175,10 +180,7 @@ def progress() -> object:
     if not roots or mode.under_nbgrader() or not _has_grader():
         _say(f"{GRADED_BY_INSTRUCTOR} {HIDDEN_WHEN_GRADED}")
         return None
-    out = widgets.Output()
-    button = widgets.Button(description="Show my progress again", icon="refresh")
-    button.layout.width = "auto"
-    button.add_class("course-progress")
+    button, out = _button("Show my progress again", "course-progress", "refresh")
 
     def show(_: object = None) -> None:
         _, text = _course("--root", str(roots[0]), "progress")

@@ -24,6 +24,6 @@ what may call what can be read from the folder:
   and the rule after a graded run (the judge's verdicts, the quota, the tampering scan, the report).
 
 The grader runs outside every student's kernel and never imports torch or the notebook package
-``course`` (the contract aside); it has no import cycle, and no package imports another except
-as ``MAY_IMPORT`` in ``tests/test_layout.py`` allows.
+``course`` (the contract and ``course check``'s runner aside); it has no import cycle, and no
+package imports another except as ``MAY_IMPORT`` in ``tests/test_layout.py`` allows.
 """

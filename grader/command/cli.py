@@ -308,8 +308,8 @@ def _lms_command(root: Path, args: argparse.Namespace) -> int:
     """``course collect``, ``course feedback [--zip]`` and ``course grades --lms``."""
     # these load nbgrader (see run()): imported once an LMS command is chosen
     from grader.coordinator import pipeline  # load nbgrader: once this command is chosen
-    from grader.lms import collect, export, feedback_zip  # (nbgrader too)
-    from grader.term import final
+    from grader.lms import collect, feedback_zip  # (nbgrader too)
+    from grader.term import commands  # (nbgrader too)
 
     if args.command == "collect":
         done = collect.collect(
@@ -333,18 +333,9 @@ def _lms_command(root: Path, args: argparse.Namespace) -> int:
             for name in ([given] if "=" in given else given.split(","))  # a header may hold ","
             if name.strip()
         ]
-        names = [c.partition("=")[0].strip() for c in chosen]
-        waiting = final.require_final(root, names, args.allow_ungraded, args.lms)
-        written: set[tuple[str, str]] = set()
-        path, left = export.export(
-            root, args.lms, out, args.missing, chosen, args.gradebook, written
+        return commands.export_grades(
+            root, args.lms, out, args.missing, chosen, args.gradebook, args.allow_ungraded
         )
-        print(f"grades written to {path} for import into {args.lms.title()}")
-        for line in final.exported_anyway(waiting, written):
-            print(line)
-        for line in left:
-            print(f"  not written: {line}")
-        return 1 if left else 0
     return 0
 
 

@@ -17,11 +17,13 @@ import pytest
 from nbgrader.api import Gradebook
 from packaging.requirements import Requirement
 
-from grader.coordinator import address, deadlines, demo, final, midterm
-from grader.coordinator.cli import main
+from grader.books import deadlines
+from grader.command.cli import main
+from grader.coordinator import demo
 from grader.coordinator.release import worth
 from grader.shared import reference_run
 from grader.shared.paths import CourseError, assignments, db_url
+from grader.term import address, final, midterm
 from tests.conftest import REPO
 
 A = "a_masks"

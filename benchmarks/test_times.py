@@ -1,0 +1,240 @@
+"""A tier of the test suite run as the Makefile runs it, timed file by file; writes docs/speed.md's
+table of the tiers.
+
+    python benchmarks/test_times.py fast            # make test-fast's selection
+    python benchmarks/test_times.py test --top 20   # make test's
+    python benchmarks/test_times.py deep --floor    # make test-deep's, with the floor's limits
+    python benchmarks/test_times.py test --table-only   # the table again from what was recorded
+
+The tier runs in ``--jobs`` processes (pytest-xdist, the conftest's grouping), with pytest's
+``--durations=0`` and ``-v``: each test's setup, call and teardown seconds, summed per file (a
+module- or session-scoped fixture counts where the first test that asks for it sits), and each
+test's process (``gw0``, ``gw1``), summed per process, to see the two processes balanced. Printed:
+the wall-clock and CPU seconds (pytest and all it started), the load average before and after,
+the ``--top`` slowest files, and the machine (``full_modes.machine()``: processor, cores,
+GFLOP/s). The latest run of each tier is kept in ``tools/stages/test_times.json``; docs/speed.md's
+table (between its two markers) is written from that file. The lint and the system packages that
+``make`` runs before pytest are not timed here.
+
+``--floor`` runs the tier's processes under ``full_modes.FLOOR_LIMITS`` (float32 only, AVX2
+kernels), as ``benchmarks/full_modes.py --floor`` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import full_modes  # noqa: E402 - benchmarks/ is not a package
+
+REPO = full_modes.REPO
+RESULTS = REPO / "tools" / "stages" / "test_times.json"
+SPEED = full_modes.SPEED
+BEGIN = "<!-- test_times: begin (written by benchmarks/test_times.py) -->"
+END = "<!-- test_times: end -->"
+# The Makefile's selections (its test-fast, test and test-deep targets).
+TIERS = {
+    "fast": ("make test-fast", "not slow and not deep"),
+    "test": ("make test", "not deep"),
+    "deep": ("make test-deep", "deep"),
+}
+GOALS = {"fast": 120, "test": 900, "deep": 600}  # issue 79, on the floor machine
+DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s (setup|call|teardown)\s+(\S.*?)\s*$")
+# `-v` under pytest-xdist: "[gw1] [ 45%] PASSED tests/test_x.py::test_y"
+ON_WORKER = re.compile(r"^\[(gw\d+)\] \[\s*\d+%\] ([A-Z]+) (\S.*?)\s*$")
+# `-v` in one process: "tests/test_x.py::test_y PASSED  [ 45%]"
+IN_ONE = re.compile(r"^(tests/\S.*?) ([A-Z]+)\s+\[\s*\d+%\]\s*$")
+SUMMARY = re.compile(r"(\d+) (passed|failed|errors?|skipped|deselected|xfailed|xpassed)")
+
+
+def file_of(nodeid: str) -> str:
+    return nodeid.split("::")[0]
+
+
+def parse(output: str) -> dict:
+    """From pytest's ``-v --durations=0`` output: each test's seconds (setup, call and teardown
+    summed), its process and outcome, and the summary line's counts."""
+    seconds: dict[str, float] = defaultdict(float)
+    worker: dict[str, str] = {}
+    outcome: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    for line in output.splitlines():
+        if found := DURATION.match(line):
+            seconds[found[3]] += float(found[1])
+        elif found := ON_WORKER.match(line):
+            worker[found[3]], outcome[found[3]] = found[1], found[2]
+        elif found := IN_ONE.match(line):
+            worker[found[1]], outcome[found[1]] = "main", found[2]
+        if line.startswith("=") and " in " in line and SUMMARY.search(line):
+            counts = {
+                kind.rstrip("s") if kind != "passed" else kind: int(n)
+                for n, kind in SUMMARY.findall(line)
+            }
+    tests = set(seconds) | set(worker)
+    return {
+        "tests": {
+            t: {
+                "seconds": round(seconds.get(t, 0.0), 2),
+                "worker": worker.get(t, "?"),
+                "outcome": outcome.get(t, "?"),
+            }
+            for t in sorted(tests)
+        },
+        "counts": counts,
+    }
+
+
+def by_file(tests: dict[str, dict]) -> list[dict]:
+    """Seconds and tests per file, the slowest first."""
+    files: dict[str, dict] = defaultdict(lambda: {"seconds": 0.0, "tests": 0})
+    for nodeid, test in tests.items():
+        entry = files[file_of(nodeid)]
+        entry["seconds"] += test["seconds"]
+        entry["tests"] += 1
+    rows = [
+        {"file": f, "seconds": round(e["seconds"], 1), "tests": e["tests"]}
+        for f, e in files.items()
+    ]
+    return sorted(rows, key=lambda r: (-r["seconds"], r["file"]))
+
+
+def by_worker(tests: dict[str, dict]) -> dict[str, float]:
+    """Seconds of tests per process (``gw0``, ``gw1``; ``main`` without pytest-xdist)."""
+    workers: dict[str, float] = defaultdict(float)
+    for test in tests.values():
+        workers[test["worker"]] += test["seconds"]
+    return {w: round(s, 1) for w, s in sorted(workers.items())}
+
+
+def run(tier: str, jobs: int, log: Path) -> tuple[str, dict]:
+    """Run ``tier`` as the Makefile does; its output (also written to ``log``) and figures."""
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-n",
+        str(jobs),
+        "-m",
+        TIERS[tier][1],
+        "-v",
+        "--durations=0",
+        "--durations-min=0",
+        "-p",
+        "no:cacheprovider",
+    ]
+    before, used = os.getloadavg()[0], resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    with log.open("w") as out:
+        done = subprocess.run(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+    seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - used.ru_utime) + (after.ru_stime - used.ru_stime)
+    return log.read_text(), {
+        "command": " ".join(["python", *command[1:]]),
+        "exit": done.returncode,
+        "seconds": round(seconds, 1),
+        "cpu_seconds": round(cpu, 1),
+        "load": [round(before, 2), round(os.getloadavg()[0], 2)],
+        "date": dt.datetime.now(dt.UTC).strftime("%d %b %Y %H:%M UTC"),
+    }
+
+
+def summary(tier: str, figures: dict, parsed: dict, top: int) -> dict:
+    """The record kept of one run of ``tier``."""
+    files = by_file(parsed["tests"])
+    return figures | {
+        "tier": TIERS[tier][0],
+        "counts": parsed["counts"],
+        "workers": by_worker(parsed["tests"]),
+        "files": files[:top],
+        "files_in_all": len(files),
+    }
+
+
+def printed(record: dict, top: int) -> str:
+    m = full_modes.minutes
+    lines = [
+        f"{record['tier']}: {m(record['seconds'])} wall, {m(record['cpu_seconds'])} CPU, "
+        f"load {record['load'][0]} -> {record['load'][1]}, {record['counts']}",
+        f"  on {full_modes.described(record.get('machine'))}",
+        "  seconds of tests per process: "
+        + ", ".join(f"{w} {m(s)}" for w, s in record["workers"].items()),
+        f"  the {min(top, len(record['files']))} slowest of {record['files_in_all']} files "
+        "(setup + call + teardown):",
+    ]
+    lines += [
+        f"    {r['seconds']:8.1f} s  {r['tests']:4d} tests  {r['file']}"
+        for r in record["files"][:top]
+    ]
+    return "\n".join(lines)
+
+
+def table(results: dict[str, dict]) -> str:
+    """docs/speed.md's table: each tier's latest run, its three slowest files, its machine."""
+    m = full_modes.minutes
+    rows = [
+        "| tier | wall clock (goal on the floor) | CPU | load before, after | tests | slowest "
+        "files | machine | measured |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name in sorted(results, key=lambda k: (list(TIERS).index(k.split("-")[0]), k)):
+        r = results[name]
+        tier = name.split("-")[0]
+        slowest = ", ".join(f"{Path(f['file']).stem} {m(f['seconds'])}" for f in r["files"][:3])
+        rows.append(
+            f"| `{r['tier']}` | {m(r['seconds'])} ({m(GOALS[tier])}) | {m(r['cpu_seconds'])} "
+            f"| {r['load'][0]}, {r['load'][1]} | {r['counts'].get('passed', 0)} | {slowest} "
+            f"| {full_modes.described(r.get('machine'))} | {full_modes.day(r['date'])} |"
+        )
+    return "\n".join(rows)
+
+
+def rewritten(text: str, block: str) -> str:
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"docs/speed.md has no markers {BEGIN!r} ... {END!r}: put them back")
+    head, rest = text.split(BEGIN, 1)
+    return f"{head}{BEGIN}\n{block}\n{END}{rest.split(END, 1)[1]}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tier", choices=list(TIERS))
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="as make's JOBS")
+    parser.add_argument("--top", type=int, default=15, help="how many files to print")
+    parser.add_argument("--table-only", action="store_true", help="rewrite the table, run none")
+    parser.add_argument("--floor", action="store_true", help="float32 only and AVX2 kernels")
+    args = parser.parse_args(argv)
+    if args.floor and not full_modes.floor_limits_set():
+        env = os.environ | full_modes.FLOOR_LIMITS
+        arguments = sys.argv[1:] if argv is None else argv
+        os.execve(sys.executable, [sys.executable, str(Path(__file__).resolve()), *arguments], env)
+    results = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+    code = 0
+    if not args.table_only:
+        log = Path(tempfile.gettempdir()) / f"test_times_{args.tier}.log"
+        output, figures = run(args.tier, args.jobs, log)
+        record = summary(args.tier, figures, parse(output), args.top)
+        record["machine"] = full_modes.machine()
+        print(printed(record, args.top))
+        print(f"  pytest's output: {log}")
+        results[args.tier + ("-floor" if args.floor else "")] = record
+        RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+        code = record["exit"]
+    SPEED.write_text(rewritten(SPEED.read_text(), table(results)))
+    print(f"wrote the table of {len(results)} runs into {SPEED.relative_to(REPO)}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -33,9 +33,13 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 import full_modes  # noqa: E402 - benchmarks/ is not a package
 
 REPO = full_modes.REPO
@@ -62,9 +66,37 @@ def file_of(nodeid: str) -> str:
     return nodeid.split("::")[0]
 
 
-def parse(output: str) -> dict:
+CPU_FILE = "TEST_TIMES_CPU"  # where the plugin below writes each test's CPU seconds
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of the children it has waited for."""
+    own, children = (
+        resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """As a plugin of the tier's processes (``-p test_times``): each test's CPU seconds, its
+    setup, call and teardown, with the processes they started and ended (a server that outlives
+    the test counts where it ends), one line each into the file named by ``TEST_TIMES_CPU``."""
+    start = cpu_seconds()
+    yield
+    if os.environ.get(CPU_FILE):
+        with open(os.environ[CPU_FILE], "a") as out:
+            out.write(f"{cpu_seconds() - start:.3f} {item.nodeid}\n")
+
+
+def parse(output: str, cpu: str = "") -> dict:
     """From pytest's ``-v --durations=0`` output: each test's seconds (setup, call and teardown
-    summed), its process and outcome, and the summary line's counts."""
+    summed), its process and outcome, and the summary line's counts; from the plugin's lines
+    ``cpu``, each test's CPU seconds."""
+    used: dict[str, float] = defaultdict(float)
+    for line in cpu.splitlines():
+        seconds_text, nodeid = line.split(" ", 1)
+        used[nodeid] += float(seconds_text)
     seconds: dict[str, float] = defaultdict(float)
     worker: dict[str, str] = {}
     outcome: dict[str, str] = {}
@@ -81,11 +113,12 @@ def parse(output: str) -> dict:
                 kind.rstrip("s") if kind != "passed" else kind: int(n)
                 for n, kind in SUMMARY.findall(line)
             }
-    tests = set(seconds) | set(worker)
+    tests = set(seconds) | set(worker) | set(used)
     return {
         "tests": {
             t: {
                 "seconds": round(seconds.get(t, 0.0), 2),
+                "cpu": round(used.get(t, 0.0), 2),
                 "worker": worker.get(t, "?"),
                 "outcome": outcome.get(t, "?"),
             }
@@ -96,29 +129,43 @@ def parse(output: str) -> dict:
 
 
 def by_file(tests: dict[str, dict]) -> list[dict]:
-    """Seconds and tests per file, the slowest first."""
-    files: dict[str, dict] = defaultdict(lambda: {"seconds": 0.0, "tests": 0})
+    """Seconds, CPU seconds and tests per file, the slowest first."""
+    files: dict[str, dict] = defaultdict(lambda: {"seconds": 0.0, "cpu": 0.0, "tests": 0})
     for nodeid, test in tests.items():
         entry = files[file_of(nodeid)]
         entry["seconds"] += test["seconds"]
+        entry["cpu"] += test.get("cpu", 0.0)
         entry["tests"] += 1
     rows = [
-        {"file": f, "seconds": round(e["seconds"], 1), "tests": e["tests"]}
+        {
+            "file": f,
+            "seconds": round(e["seconds"], 1),
+            "cpu": round(e["cpu"], 1),
+            "tests": e["tests"],
+        }
         for f, e in files.items()
     ]
-    return sorted(rows, key=lambda r: (-r["seconds"], r["file"]))
+    return sorted(rows, key=lambda r: (-r["cpu"], -r["seconds"], r["file"]))
 
 
-def by_worker(tests: dict[str, dict]) -> dict[str, float]:
-    """Seconds of tests per process (``gw0``, ``gw1``; ``main`` without pytest-xdist)."""
+def by_worker(tests: dict[str, dict], figure: str = "seconds") -> dict[str, float]:
+    """Seconds (``figure="cpu"``: CPU seconds) of tests per process (``gw0``, ``gw1``; ``main``
+    without pytest-xdist)."""
     workers: dict[str, float] = defaultdict(float)
     for test in tests.values():
-        workers[test["worker"]] += test["seconds"]
+        workers[test["worker"]] += test.get(figure, 0.0)
     return {w: round(s, 1) for w, s in sorted(workers.items())}
 
 
-def run(tier: str, jobs: int, log: Path) -> tuple[str, dict]:
-    """Run ``tier`` as the Makefile does; its output (also written to ``log``) and figures."""
+def run(tier: str, jobs: int, log: Path) -> tuple[str, str, dict]:
+    """Run ``tier`` as the Makefile does; its output (also written to ``log``), the CPU seconds of
+    each test and the figures."""
+    cpu_log = log.with_suffix(".cpu")
+    cpu_log.write_text("")
+    env = os.environ | {
+        CPU_FILE: str(cpu_log),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])),
+    }
     command = [
         sys.executable,
         "-m",
@@ -132,22 +179,28 @@ def run(tier: str, jobs: int, log: Path) -> tuple[str, dict]:
         "--durations-min=0",
         "-p",
         "no:cacheprovider",
+        "-p",
+        "test_times",
     ]
     before, used = os.getloadavg()[0], resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     with log.open("w") as out:
-        done = subprocess.run(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+        done = subprocess.run(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
     seconds = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - used.ru_utime) + (after.ru_stime - used.ru_stime)
-    return log.read_text(), {
-        "command": " ".join(["python", *command[1:]]),
-        "exit": done.returncode,
-        "seconds": round(seconds, 1),
-        "cpu_seconds": round(cpu, 1),
-        "load": [round(before, 2), round(os.getloadavg()[0], 2)],
-        "date": dt.datetime.now(dt.UTC).strftime("%d %b %Y %H:%M UTC"),
-    }
+    return (
+        log.read_text(),
+        cpu_log.read_text(),
+        {
+            "command": " ".join(["python", *command[1:]]),
+            "exit": done.returncode,
+            "seconds": round(seconds, 1),
+            "cpu_seconds": round(cpu, 1),
+            "load": [round(before, 2), round(os.getloadavg()[0], 2)],
+            "date": dt.datetime.now(dt.UTC).strftime("%d %b %Y %H:%M UTC"),
+        },
+    )
 
 
 def summary(tier: str, figures: dict, parsed: dict, top: int) -> dict:
@@ -157,6 +210,7 @@ def summary(tier: str, figures: dict, parsed: dict, top: int) -> dict:
         "tier": TIERS[tier][0],
         "counts": parsed["counts"],
         "workers": by_worker(parsed["tests"]),
+        "workers_cpu": by_worker(parsed["tests"], "cpu"),
         "files": files[:top],
         "files_in_all": len(files),
     }
@@ -168,30 +222,33 @@ def printed(record: dict, top: int) -> str:
         f"{record['tier']}: {m(record['seconds'])} wall, {m(record['cpu_seconds'])} CPU, "
         f"load {record['load'][0]} -> {record['load'][1]}, {record['counts']}",
         f"  on {full_modes.described(record.get('machine'))}",
-        "  seconds of tests per process: "
-        + ", ".join(f"{w} {m(s)}" for w, s in record["workers"].items()),
-        f"  the {min(top, len(record['files']))} slowest of {record['files_in_all']} files "
-        "(setup + call + teardown):",
+        "  per process, seconds of tests: "
+        + ", ".join(f"{w} {m(s)}" for w, s in record["workers"].items())
+        + "; CPU: "
+        + ", ".join(f"{w} {m(s)}" for w, s in record.get("workers_cpu", {}).items()),
+        f"  the {min(top, len(record['files']))} costliest of {record['files_in_all']} files "
+        "(CPU of setup + call + teardown, with the processes they waited for; then wall clock):",
     ]
     lines += [
-        f"    {r['seconds']:8.1f} s  {r['tests']:4d} tests  {r['file']}"
+        f"  {r.get('cpu', 0):8.1f} s CPU {r['seconds']:8.1f} s {r['tests']:4d} tests  {r['file']}"
         for r in record["files"][:top]
     ]
     return "\n".join(lines)
 
 
 def table(results: dict[str, dict]) -> str:
-    """docs/speed.md's table: each tier's latest run, its three slowest files, its machine."""
+    """docs/speed.md's table: each tier's latest run, its three costliest files (CPU seconds),
+    its machine."""
     m = full_modes.minutes
     rows = [
-        "| tier | wall clock (goal on the floor) | CPU | load before, after | tests | slowest "
-        "files | machine | measured |",
+        "| tier | wall clock (goal on the floor) | CPU | load before, after | tests | costliest "
+        "files (CPU) | machine | measured |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for name in sorted(results, key=lambda k: (list(TIERS).index(k.split("-")[0]), k)):
         r = results[name]
         tier = name.split("-")[0]
-        slowest = ", ".join(f"{Path(f['file']).stem} {m(f['seconds'])}" for f in r["files"][:3])
+        slowest = ", ".join(f"{Path(f['file']).stem} {m(f.get('cpu', 0))}" for f in r["files"][:3])
         rows.append(
             f"| `{r['tier']}` | {m(r['seconds'])} ({m(GOALS[tier])}) | {m(r['cpu_seconds'])} "
             f"| {r['load'][0]}, {r['load'][1]} | {r['counts'].get('passed', 0)} | {slowest} "
@@ -223,8 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     code = 0
     if not args.table_only:
         log = Path(tempfile.gettempdir()) / f"test_times_{args.tier}.log"
-        output, figures = run(args.tier, args.jobs, log)
-        record = summary(args.tier, figures, parse(output), args.top)
+        output, cpu, figures = run(args.tier, args.jobs, log)
+        record = summary(args.tier, figures, parse(output, cpu), args.top)
         record["machine"] = full_modes.machine()
         print(printed(record, args.top))
         print(f"  pytest's output: {log}")

@@ -35,11 +35,21 @@ created: 2/2 workers
 """
 
 
-def test_seconds_are_summed_per_test_and_per_file_slowest_first() -> None:
-    parsed = test_times.parse(XDIST)
+# The plugin's lines: CPU seconds of each test (setup, call and teardown), in the order run.
+CPU = """\
+40.000 tests/test_a.py::test_one
+3.500 tests/e2e/test_lab.py::test_opens
+1.000 tests/test_a.py::test_two[a b]
+80.250 tests/test_b.py::TestX::test_three
+"""
+
+
+def test_seconds_are_summed_per_test_and_per_file_costliest_first() -> None:
+    parsed = test_times.parse(XDIST, CPU)
     tests = parsed["tests"]
     assert tests["tests/test_a.py::test_one"] == {
         "seconds": 32.0,
+        "cpu": 40.0,
         "worker": "gw0",
         "outcome": "PASSED",
     }
@@ -48,11 +58,14 @@ def test_seconds_are_summed_per_test_and_per_file_slowest_first() -> None:
     assert parsed["counts"] == {"failed": 1, "passed": 4, "deselected": 3}
     files = test_times.by_file(tests)
     assert files == [
-        {"file": "tests/test_a.py", "seconds": 34.0, "tests": 3},
-        {"file": "tests/e2e/test_lab.py", "seconds": 12.5, "tests": 1},
-        {"file": "tests/test_b.py", "seconds": 0.5, "tests": 1},
+        {"file": "tests/test_b.py", "seconds": 0.5, "cpu": 80.2, "tests": 1},
+        {"file": "tests/test_a.py", "seconds": 34.0, "cpu": 41.0, "tests": 3},
+        {"file": "tests/e2e/test_lab.py", "seconds": 12.5, "cpu": 3.5, "tests": 1},
     ]
     assert test_times.by_worker(tests) == {"gw0": 34.0, "gw1": 13.0}
+    assert test_times.by_worker(tests, "cpu") == {"gw0": 41.0, "gw1": 83.8}
+    without_cpu = test_times.by_file(test_times.parse(XDIST)["tests"])  # the slowest first
+    assert [f["file"] for f in without_cpu] == [f["file"] for f in files[1:]] + [files[0]["file"]]
 
 
 def test_one_process_output_is_read_too() -> None:
@@ -82,9 +95,9 @@ def test_the_record_table_and_tiers_follow_the_makefile() -> None:
     text = test_times.table({"fast": record})
     row = text.splitlines()[2]
     assert row.startswith("| `make test-fast` | 47 s (2 min 00 s) | 1 min 20 s | 0.1, 1.9 | 4 |")
-    assert "test_a 34 s, test_lab 12 s" in row and row.endswith("| not recorded | 2026-12-07 |")
+    assert "test_a 0 s, test_lab 0 s" in row and row.endswith("| not recorded | 2026-12-07 |")
     printed = test_times.printed(record, 2)
-    assert "gw0 34 s, gw1 13 s" in printed and "the 2 slowest of 3 files" in printed
+    assert "gw0 34 s, gw1 13 s" in printed and "the 2 costliest of 3 files" in printed
 
 
 def test_the_docs_hold_the_markers_once() -> None:

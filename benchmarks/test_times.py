@@ -237,23 +237,28 @@ def printed(record: dict, top: int) -> str:
 
 
 def table(results: dict[str, dict]) -> str:
-    """docs/speed.md's table: each tier's latest run, its three costliest files (CPU seconds),
-    its machine."""
+    """docs/speed.md's table: each tier's latest run and its three costliest files (CPU
+    seconds); then the machines the runs were on."""
     m = full_modes.minutes
     rows = [
-        "| tier | wall clock (goal on the floor) | CPU | load before, after | tests | costliest "
-        "files (CPU) | machine | measured |",
-        "|---|---|---|---|---|---|---|---|",
+        "| tier | wall clock (floor's goal) | CPU | load before, after | tests | costliest files "
+        "(CPU) | measured |",
+        "|---|---|---|---|---|---|---|",
     ]
+    machines: dict[str, list[str]] = {}
     for name in sorted(results, key=lambda k: (list(TIERS).index(k.split("-")[0]), k)):
         r = results[name]
         tier = name.split("-")[0]
         slowest = ", ".join(f"{Path(f['file']).stem} {m(f.get('cpu', 0))}" for f in r["files"][:3])
         rows.append(
-            f"| `{r['tier']}` | {m(r['seconds'])} ({m(GOALS[tier])}) | {m(r['cpu_seconds'])} "
+            f"| `{r['tier']}`{' (--floor)' if name.endswith('-floor') else ''} | "
+            f"{m(r['seconds'])} ({m(GOALS[tier])}) | {m(r['cpu_seconds'])} "
             f"| {r['load'][0]}, {r['load'][1]} | {r['counts'].get('passed', 0)} | {slowest} "
-            f"| {full_modes.described(r.get('machine'))} | {full_modes.day(r['date'])} |"
+            f"| {full_modes.day(r['date'])} |"
         )
+        machines.setdefault(full_modes.described(r.get("machine")), []).append(r["tier"])
+    rows.append("")
+    rows += [f"Machine of {', '.join(tiers)}: {box}." for box, tiers in machines.items()]
     return "\n".join(rows)
 
 

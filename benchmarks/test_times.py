@@ -237,28 +237,27 @@ def printed(record: dict, top: int) -> str:
 
 
 def table(results: dict[str, dict]) -> str:
-    """docs/speed.md's table: each tier's latest run and its three costliest files (CPU
+    """docs/speed.md's table: each tier's latest run and its two costliest files (CPU
     seconds); then the machines the runs were on."""
     m = full_modes.minutes
     rows = [
-        "| tier | wall clock (floor's goal) | CPU | load before, after | tests | costliest files "
-        "(CPU) | measured |",
+        "| tier | wall (floor's goal) | CPU | load | tests | costliest files (CPU) | day |",
         "|---|---|---|---|---|---|---|",
     ]
     machines: dict[str, list[str]] = {}
     for name in sorted(results, key=lambda k: (list(TIERS).index(k.split("-")[0]), k)):
         r = results[name]
         tier = name.split("-")[0]
-        slowest = ", ".join(f"{Path(f['file']).stem} {m(f.get('cpu', 0))}" for f in r["files"][:3])
+        slowest = ", ".join(f"{Path(f['file']).stem} {m(f.get('cpu', 0))}" for f in r["files"][:2])
         rows.append(
             f"| `{r['tier']}`{' (--floor)' if name.endswith('-floor') else ''} | "
             f"{m(r['seconds'])} ({m(GOALS[tier])}) | {m(r['cpu_seconds'])} "
-            f"| {r['load'][0]}, {r['load'][1]} | {r['counts'].get('passed', 0)} | {slowest} "
+            f"| {r['load'][0]}-{r['load'][1]} | {r['counts'].get('passed', 0)} | {slowest} "
             f"| {full_modes.day(r['date'])} |"
         )
         machines.setdefault(full_modes.described(r.get("machine")), []).append(r["tier"])
     rows.append("")
-    rows += [f"Machine of {', '.join(tiers)}: {box}." for box, tiers in machines.items()]
+    rows += [f"{', '.join(tiers)}: {box}." for box, tiers in machines.items()]
     return "\n".join(rows)
 
 
@@ -285,9 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     code = 0
     if not args.table_only:
         log = Path(tempfile.gettempdir()) / f"test_times_{args.tier}.log"
+        box = full_modes.machine()  # before the run: its GFLOP/s beside the load before
         output, cpu, figures = run(args.tier, args.jobs, log)
-        record = summary(args.tier, figures, parse(output, cpu), args.top)
-        record["machine"] = full_modes.machine()
+        record = summary(args.tier, figures, parse(output, cpu), args.top) | {"machine": box}
         print(printed(record, args.top))
         print(f"  pytest's output: {log}")
         results[args.tier + ("-floor" if args.floor else "")] = record

@@ -236,6 +236,12 @@ def printed(record: dict, top: int) -> str:
     return "\n".join(lines)
 
 
+def passed_and_failed(counts: dict[str, int]) -> str:
+    """The tests passed, and those that failed or errored if any ("1365 (4 failed)")."""
+    failed = counts.get("failed", 0) + counts.get("error", 0)
+    return f"{counts.get('passed', 0)}" + (f" ({failed} failed)" if failed else "")
+
+
 def table(results: dict[str, dict]) -> str:
     """docs/speed.md's table: each tier's latest run and its two costliest files (CPU
     seconds); then the machines the runs were on."""
@@ -252,7 +258,7 @@ def table(results: dict[str, dict]) -> str:
         rows.append(
             f"| `{r['tier']}`{' (--floor)' if name.endswith('-floor') else ''} | "
             f"{m(r['seconds'])} ({m(GOALS[tier])}) | {m(r['cpu_seconds'])} "
-            f"| {r['load'][0]}-{r['load'][1]} | {r['counts'].get('passed', 0)} | {slowest} "
+            f"| {r['load'][0]}-{r['load'][1]} | {passed_and_failed(r['counts'])} | {slowest} "
             f"| {full_modes.day(r['date'])} |"
         )
         machines.setdefault(full_modes.described(r.get("machine")), []).append(r["tier"])

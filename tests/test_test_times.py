@@ -94,7 +94,9 @@ def test_the_record_table_and_tiers_follow_the_makefile() -> None:
     assert record["files_in_all"] == 3 and record["tier"] == "make test-fast"
     text = test_times.table({"fast": record})
     row = text.splitlines()[2]
-    assert row.startswith("| `make test-fast` | 47 s (2 min 00 s) | 1 min 20 s | 0.1-1.9 | 4 |")
+    assert row.startswith(
+        "| `make test-fast` | 47 s (2 min 00 s) | 1 min 20 s | 0.1-1.9 | 4 (1 failed) |"
+    )
     assert "test_a 0 s, test_lab 0 s" in row and row.endswith("| 2026-12-07 |")
     assert text.splitlines()[-1] == "make test-fast: not recorded."
     printed = test_times.printed(record, 2)

@@ -31,6 +31,19 @@ def test_the_notebooks_first_cell_installs_the_student_part_from_a_git_clone(
     assert seen["commit"] == install_record.git("rev-parse", "HEAD")
     assert f"git+{seen['repository']}#subdirectory=student" in seen["cell"]
     assert install_record.problems(seen) == []
+    # the test's own check: a fault of the run is a problem, and no record is made of it
+    faults = {
+        "installed while grading": {**seen, "installed_while_grading": True},
+        "an NVIDIA library": {**seen, "installed": [*seen["installed"], "nvidia-nccl==2.28"]},
+        "the grader came": {**seen, "importable": {**seen["importable"], "grader": True}},
+        "a test cell failed": {**seen, "failures": ["a_masks/x.ipynb test t: AssertionError"]},
+        "a test cell not run": {**seen, "test_cells": seen["test_cells"][1:]},
+        "no data": {**seen, "files": [f for f in seen["files"] if "/data/" not in f]},
+    }
+    for name, doctored in faults.items():
+        assert install_record.problems(doctored), name
+        with pytest.raises(ValueError, match="the install did not work"):
+            install_record.record(doctored)
 
     path = tmp_path / "install_tested.json"
     made = install_record.write(seen, path)

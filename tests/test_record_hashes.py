@@ -62,11 +62,11 @@ UNHASHED = {
     "full_modes/d.json": _BEFORE + " (about 4 minutes)",
     "full_modes/e.json": _BEFORE + " (about 12 minutes)",
     "full_modes/f.json": _BEFORE + " (9 seconds)",
-    "full_modes/g.json": _BEFORE + " (about 5 minutes with AVX-512 BF16, 22 without)",
+    "full_modes/g.json": _BEFORE + " (about 5 minutes on an idle AVX-512 BF16 machine, which "
+    "runs the same seeds and steps as that version did: MORE_RUNS)",
     "full_modes/h.json": _BEFORE + " (about 2 minutes)",
     "full_modes/e-avx512.json": "an earlier version of E on another machine, kept for its time "
     "only (E's text quotes its minutes, none of its figures); needs an AVX-512 BF16 machine",
-    "full_modes/g-avx2.json": _BEFORE + " (22 minutes on an AVX2-only machine, the one it names)",
     "b_full_run.json": _BEFORE + " (B's residual question quotes its gradient ratio)",
     "b_fast_run.json": _BEFORE + " (B's residual question quotes its gradient ratio)",
     "d_full_run.json": _BEFORE + " (about an hour on a busy 2-core machine)",

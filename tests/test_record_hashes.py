@@ -56,12 +56,8 @@ _BEFORE = (
 )
 # Records without a hash, each with why it was not re-recorded (RERECORD gives the command).
 UNHASHED = {
-    "full_modes/a.json": _BEFORE + " (4 seconds)",
-    "full_modes/b.json": _BEFORE + " (6 seconds)",
-    "full_modes/c.json": _BEFORE + " (5 seconds)",
     "full_modes/d.json": _BEFORE + " (about 4 minutes)",
     "full_modes/e.json": _BEFORE + " (about 12 minutes)",
-    "full_modes/f.json": _BEFORE + " (9 seconds)",
     "full_modes/g.json": _BEFORE + " (about 5 minutes with AVX-512 BF16, 22 without)",
     "full_modes/h.json": _BEFORE + " (about 2 minutes)",
     "full_modes/e-avx512.json": "an earlier version of E on another machine, kept for its time "

@@ -56,10 +56,12 @@ _BEFORE = (
 )
 # Records without a hash, each with why it was not re-recorded (RERECORD gives the command).
 UNHASHED = {
-    "full_modes/d.json": _BEFORE + " (about 4 minutes)",
+    "full_modes/d.json": _BEFORE + " (about 4 minutes idle; a re-record on 7 Dec was stopped "
+    "after 40 minutes at load 10-21 on the 2 shared cores, a time D's text could not quote)",
     "full_modes/e.json": _BEFORE + " (about 12 minutes)",
     "full_modes/g.json": _BEFORE + " (about 5 minutes with AVX-512 BF16, 22 without)",
-    "full_modes/h.json": _BEFORE + " (about 2 minutes)",
+    "full_modes/h.json": _BEFORE + " (about 2 minutes idle; on 7 Dec at load 17-21 its training "
+    "cell ran past its 30-minute limit)",
     "full_modes/e-avx512.json": "an earlier version of E on another machine, kept for its time "
     "only (E's text quotes its minutes, none of its figures); needs an AVX-512 BF16 machine",
     "full_modes/g-avx2.json": _BEFORE + " (22 minutes on an AVX2-only machine, the one it names)",

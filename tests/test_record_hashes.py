@@ -66,7 +66,6 @@ UNHASHED = {
     "only (E's text quotes its minutes, none of its figures); needs an AVX-512 BF16 machine",
     "full_modes/g-avx2.json": _BEFORE + " (22 minutes on an AVX2-only machine, the one it names)",
     "b_full_run.json": _BEFORE + " (B's residual question quotes its gradient ratio)",
-    "b_fast_run.json": _BEFORE + " (B's residual question quotes its gradient ratio)",
     "d_full_run.json": _BEFORE + " (about an hour on a busy 2-core machine)",
     "g_full_run.json": _BEFORE + " (about 40 minutes)",
 }

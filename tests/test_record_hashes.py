@@ -61,7 +61,7 @@ UNHASHED = {
     "full_modes/e.json": _BEFORE + " (about 12 minutes)",
     "full_modes/g.json": _BEFORE + " (about 5 minutes with AVX-512 BF16, 22 without)",
     "full_modes/h.json": _BEFORE + " (about 2 minutes idle; on 7 Dec at load 17-21 its training "
-    "cell ran past its 30-minute limit)",
+    "cell ran past its 30-minute limit, and a try at load 5-7 was stopped after 14 minutes)",
     "full_modes/e-avx512.json": "an earlier version of E on another machine, kept for its time "
     "only (E's text quotes its minutes, none of its figures); needs an AVX-512 BF16 machine",
     "full_modes/g-avx2.json": _BEFORE + " (22 minutes on an AVX2-only machine, the one it names)",

@@ -61,8 +61,6 @@ UNHASHED = {
     "full_modes/e.json": _BEFORE + " (about 12 minutes)",
     "full_modes/g.json": _BEFORE + " (about 5 minutes on an idle AVX-512 BF16 machine, which "
     "runs the same seeds and steps as that version did: MORE_RUNS)",
-    "full_modes/h.json": _BEFORE + " (about 2 minutes idle; on 7 Dec at load 17-21 its training "
-    "cell ran past its 30-minute limit, and a try at load 5-7 was stopped after 14 minutes)",
     "full_modes/e-avx512.json": "an earlier version of E on another machine, kept for its time "
     "only (E's text quotes its minutes, none of its figures); needs an AVX-512 BF16 machine",
     "b_full_run.json": _BEFORE + " (B's residual question quotes its gradient ratio)",

@@ -124,14 +124,15 @@ def under_floor_limits(argv: list[str]) -> None:
 
 
 def described(box: dict | None) -> str:
-    """A machine record in a few words, for the table ("not recorded" for old results)."""
+    """A machine record in a few words, for the table ("not recorded" for old results):
+    processor, cores, ``floor`` where its limits were set, GFLOP/s in float32 / bfloat16."""
     if not box:
         return "not recorded"
     label = f"{box['label']} with " if box.get("label") else ""
-    limits = f" ({box['limits']})" if box.get("limits") else ""
+    limits = ", floor" if box.get("limits") else ""
     return (
         f"{label}{box['processor']}, {box['cores']} cores{limits}: "
-        f"{box['float32_gflops']:.0f} GFLOP/s float32, {box['bfloat16_gflops']:.0f} bfloat16"
+        f"{box['float32_gflops']:.0f} / {box['bfloat16_gflops']:.0f}"
     )
 
 
@@ -222,8 +223,8 @@ def table(results: dict[str, dict]) -> str:
     """The markdown table of ``results`` (letter -> figures), A to H, each with its machine."""
     rows = [
         f"Goal: at most {minutes(GOAL_SECONDS)} each on 2 idle cores. Machine: processor, cores "
-        "and GFLOP/s of matmuls in float32 and bfloat16; a time scales with the float32 figure "
-        "(G's with the larger).",
+        "(floor: float32 and AVX2 only, `--floor`), GFLOP/s of matmuls in float32 / bfloat16; a "
+        "time scales with the float32 figure (G's with the larger).",
         "",
         "| notebook | full mode, wall clock | CPU (kernel) | load before, after | machine "
         "| measured |",

@@ -261,7 +261,9 @@ def table(results: dict[str, dict]) -> str:
             f"| {r['load'][0]}-{r['load'][1]} | {passed_and_failed(r['counts'])} | {slowest} "
             f"| {full_modes.day(r['date'])} |"
         )
-        machines.setdefault(full_modes.described(r.get("machine")), []).append(r["tier"])
+        box = r.get("machine")
+        said = full_modes.described(box) + (" GFLOP/s float32 / bfloat16" if box else "")
+        machines.setdefault(said, []).append(r["tier"])
     rows.append("")
     rows += [f"{', '.join(tiers)}: {box}." for box, tiers in machines.items()]
     return "\n".join(rows)

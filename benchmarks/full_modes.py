@@ -4,6 +4,7 @@
     python benchmarks/full_modes.py --only d,e,h    # some of them
     python benchmarks/full_modes.py --table-only    # the table again from what was recorded
     python benchmarks/full_modes.py --only e --beside avx2   # another machine, kept beside
+    python benchmarks/full_modes.py --only e,g --floor       # as on a laptop: float32, AVX2
 
 Full mode is the notebook as an instructor or a self-learner runs it (``COURSE_FAST`` and
 ``NBGRADER_EXECUTION`` unset: the experiments as the text describes them), executed as
@@ -20,6 +21,12 @@ The latest result of each notebook is kept in ``tools/stages/full_modes.json``; 
 docs/speed.md (between its two markers) is written from that file, so that the docs quote one
 set of full-mode CPU figures, each with its date and load. On a GPU machine,
 ``COURSE_DEVICE=cuda`` and ``--label`` name the device.
+
+``--floor`` runs the floor machine's kernels on a faster one: float32 only (``COURSE_FLOAT32=1``:
+no bfloat16 autocast) and PyTorch's, oneDNN's and MKL's code for AVX2 at most
+(``FLOOR_LIMITS``), as on a laptop without AVX-512. The limits are read when PyTorch loads, so
+the script starts again with them set; its machine record then names them and gives the GFLOP/s
+measured under them.
 """
 
 from __future__ import annotations
@@ -45,6 +52,12 @@ RECORDS = REPO / "tools" / "stages" / "full_modes"
 SPEED = REPO / "docs" / "speed.md"
 BEGIN = "<!-- full_modes: begin (written by benchmarks/full_modes.py) -->"
 END = "<!-- full_modes: end -->"
+FLOOR_LIMITS = {
+    "COURSE_FLOAT32": "1",
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+}
 GOAL_SECONDS = 300  # issue 61: each notebook's full mode in 5 minutes on 2 idle cores
 NOTEBOOKS = {
     "a": ("A, masks", "a_masks/masks_and_positions.ipynb"),
@@ -87,23 +100,39 @@ def matmul_gflops(dtype_name: str, seconds: float = 1.0, n: int = 512) -> float:
 
 def machine(seconds: float = 1.0) -> dict:
     """The machine a time was measured on: processor, cores, and its matmul GFLOP/s in float32
-    and bfloat16 (``seconds`` of each)."""
-    return {
+    and bfloat16 (``seconds`` of each), with the floor's limits when they are set."""
+    box = {
         "processor": processor(),
         "cores": os.cpu_count(),
         "float32_gflops": matmul_gflops("float32", seconds),
         "bfloat16_gflops": matmul_gflops("bfloat16", seconds),
     }
+    if floor_limits_set():
+        box["limits"] = "float32 only, AVX2 kernels (--floor)"
+    return box
+
+
+def floor_limits_set() -> bool:
+    """Whether this process runs under every one of ``FLOOR_LIMITS``."""
+    return all(os.environ.get(name) == value for name, value in FLOOR_LIMITS.items())
+
+
+def under_floor_limits(argv: list[str]) -> None:
+    """Start this script again with ``FLOOR_LIMITS`` set (PyTorch reads them when it loads)."""
+    env = os.environ | FLOOR_LIMITS
+    os.execve(sys.executable, [sys.executable, str(Path(__file__).resolve()), *argv], env)
 
 
 def described(box: dict | None) -> str:
-    """A machine record in a few words, for the table ("not recorded" for old results)."""
+    """A machine record in a few words, for the table ("not recorded" for old results):
+    processor, cores, ``floor`` where its limits were set, GFLOP/s in float32 / bfloat16."""
     if not box:
         return "not recorded"
     label = f"{box['label']} with " if box.get("label") else ""
+    limits = ", floor" if box.get("limits") else ""
     return (
-        f"{label}{box['processor']}, {box['cores']} cores: {box['float32_gflops']:.0f} GFLOP/s "
-        f"float32, {box['bfloat16_gflops']:.0f} bfloat16"
+        f"{label}{box['processor']}, {box['cores']} cores{limits}: "
+        f"{box['float32_gflops']:.0f} / {box['bfloat16_gflops']:.0f}"
     )
 
 
@@ -194,8 +223,8 @@ def table(results: dict[str, dict]) -> str:
     """The markdown table of ``results`` (letter -> figures), A to H, each with its machine."""
     rows = [
         f"Goal: at most {minutes(GOAL_SECONDS)} each on 2 idle cores. Machine: processor, cores "
-        "and GFLOP/s of matmuls in float32 and bfloat16; a time scales with the float32 figure "
-        "(G's with the larger).",
+        "(floor: float32 and AVX2 only, `--floor`), GFLOP/s of matmuls in float32 / bfloat16; a "
+        "time scales with the float32 figure (G's with the larger).",
         "",
         "| notebook | full mode, wall clock | CPU (kernel) | load before, after | machine "
         "| measured |",
@@ -234,7 +263,12 @@ def main(argv: list[str] | None = None) -> None:
         "LETTER-NAME (another machine; the texts quote the main one)",
     )
     parser.add_argument("--quiet", action="store_true", help="times only, not what cells printed")
+    parser.add_argument(
+        "--floor", action="store_true", help="float32 only and AVX2 kernels, as on a laptop"
+    )
     args = parser.parse_args(argv)
+    if args.floor and not floor_limits_set():
+        under_floor_limits(sys.argv[1:] if argv is None else argv)
     letters = [c for c in args.only.lower() if c.isalpha()]
     if args.beside and not args.beside.replace("_", "").isalnum():
         raise SystemExit(f"--beside {args.beside!r}: letters, digits and _ only")

@@ -30,8 +30,8 @@ import sys
 import tokenize
 from pathlib import Path
 
-from grader.coordinator import class_report, similarity
 from grader.coordinator.submission import fill, read_description, reference_code
+from grader.report import class_report, similarity
 from grader.shared.notebooks import read_notebook
 from grader.shared.paths import assignments, load_config, release_notebooks
 

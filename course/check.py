@@ -44,27 +44,88 @@ def _source(cell: dict) -> str:
     return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
 
 
-def _has_code(source: str) -> bool:
+def has_code(source: str) -> bool:
+    """True unless every line is blank or a comment (a test cell whose tests are all hidden)."""
     return any(line.strip() and not line.strip().startswith("#") for line in source.splitlines())
 
 
-def _message(outputs: list[dict]) -> str:
-    """What a failed cell says: the check's message, not its traceback."""
+def message(outputs: list[dict]) -> str:
+    """What a failed cell says, from its outputs in a notebook's form: the check's message, not
+    its traceback ("" when no output tells of a failure)."""
     for out in outputs:
-        if out["msg_type"] == "error":
-            name, value = out["content"]["ename"], out["content"]["evalue"]
+        if out["output_type"] == "error":
+            name, value = out["ename"], out["evalue"]
             if name == "NotImplementedError":
                 return NOT_IMPLEMENTED
             if name in {"GradingError", "AssertionError"} and value:
                 return value
             return f"{name}: {value}" if value else name
-        if out["msg_type"] == "stream" and out["content"]["name"] == "stderr":
-            text = out["content"]["text"].strip().splitlines() or [""]
+        if out["output_type"] == "stream" and out["name"] == "stderr":
+            text = "".join(out["text"]).strip().splitlines() or [""]
             return (
                 "the cell wrote to stderr (a warning counts as a failure when graded): "
                 + (text[0][:200])
             )
     return ""
+
+
+def _output(msg: dict) -> dict | None:
+    """A kernel's output message as a notebook stores it (None for one that is not an output)."""
+    kind, content = msg["header"]["msg_type"], msg["content"]
+    if kind == "stream":
+        return {"output_type": "stream", "name": content["name"], "text": content["text"]}
+    if kind == "error":
+        keys = ("ename", "evalue", "traceback")
+        return {"output_type": "error", **{k: content[k] for k in keys}}
+    if kind in {"execute_result", "display_data"}:
+        shown = {"output_type": kind, "data": content["data"], "metadata": content["metadata"]}
+        if kind == "execute_result":
+            shown["execution_count"] = content["execution_count"]
+        return shown
+    return None
+
+
+def _collect(outputs: list[dict], msg: dict) -> None:
+    """Add one output message to a cell's ``outputs``, as a notebook keeps them (a stream
+    continued, outputs cleared)."""
+    if msg["header"]["msg_type"] == "clear_output":
+        outputs.clear()
+        return
+    out = _output(msg)
+    if out is None:
+        return
+    last = outputs[-1] if outputs else {}
+    if out["output_type"] == "stream" and last.get("output_type") == "stream":
+        if last["name"] == out["name"]:
+            last["text"] += out["text"]
+            return
+    outputs.append(out)
+
+
+def run_code(cells: list[dict], folder: Path, env: dict[str, str], timeout: int) -> list[list]:
+    """The one runner of ``course check``, the student part's and a clone's: every code cell of
+    ``cells`` run in order in one fresh kernel started in ``folder`` with the environment
+    ``env``, errors not stopping the run and ``input()`` failing as when graded; each cell's
+    outputs in a notebook's form ([] for a cell that is not code or holds only comments)."""
+    from jupyter_client.manager import start_new_kernel  # ipykernel's client, loaded to run
+
+    manager, client = start_new_kernel(cwd=str(folder), env=env)
+    ran: list[list] = []
+    try:
+        for cell in cells:
+            outputs: list[dict] = []
+            ran.append(outputs)
+            if cell["cell_type"] == "code" and has_code(_source(cell)):
+                client.execute_interactive(
+                    _source(cell),
+                    timeout=timeout,
+                    allow_stdin=False,  # as in grading: input() fails, never waits
+                    output_hook=lambda msg, outputs=outputs: _collect(outputs, msg),
+                )
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+    return ran
 
 
 _QUESTION = re.compile(r"\*\*Question (\d+)")
@@ -87,45 +148,32 @@ def _written(meta: dict, source: str, previous: str) -> Outcome:
     return Outcome(meta["grade_id"], meta.get("points", 0), "written", empty=empty, label=name)
 
 
+def outcomes(cells: list[dict], ran: list[list[dict]]) -> list[Outcome]:
+    """One :class:`Outcome` per graded cell of ``cells``, whose outputs :func:`run_code` gave."""
+    found, previous = [], ""
+    for cell, outputs in zip(cells, ran, strict=True):
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        source = _source(cell)
+        if cell["cell_type"] != "code" or not source.strip():
+            if meta.get("grade") and meta.get("solution"):
+                found.append(_written(meta, source, previous))
+            elif cell["cell_type"] == "markdown":
+                previous = source  # the text above the next answer: its question
+            continue
+        if meta.get("grade") and meta.get("solution"):
+            found.append(_written(meta, source, previous))
+        elif meta.get("grade") and not has_code(source):
+            found.append(Outcome(meta["grade_id"], meta.get("points", 0), "hidden"))
+        elif meta.get("grade"):
+            found.append(Outcome(meta["grade_id"], meta.get("points", 0), "test", message(outputs)))
+    return found
+
+
 def run(path: Path) -> list[Outcome]:
     """Run the notebook at ``path`` in a fresh kernel; one :class:`Outcome` per graded cell."""
-    from jupyter_client.manager import start_new_kernel  # ipykernel's client, loaded to run
-
     cells = json.loads(path.read_text())["cells"]
     env = dict(os.environ, COURSE_FAST="1", **{CHECKING: "1"})
-    manager, client = start_new_kernel(cwd=str(path.parent.resolve()), env=env)
-    outcomes, previous = [], ""
-    try:
-        for cell in cells:
-            meta = cell.get("metadata", {}).get("nbgrader", {})
-            source = _source(cell)
-            if cell["cell_type"] != "code" or not source.strip():
-                if meta.get("grade") and meta.get("solution"):
-                    outcomes.append(_written(meta, source, previous))
-                elif cell["cell_type"] == "markdown":
-                    previous = source  # the text above the next answer: its question
-                continue
-            if meta.get("grade") and not meta.get("solution") and not _has_code(source):
-                outcomes.append(Outcome(meta["grade_id"], meta.get("points", 0), "hidden"))
-                continue
-            outputs: list[dict] = []
-            client.execute_interactive(
-                source,
-                timeout=CELL_TIMEOUT,
-                output_hook=lambda msg, outputs=outputs: outputs.append(
-                    {"msg_type": msg["header"]["msg_type"], "content": msg["content"]}
-                ),
-            )
-            if meta.get("grade") and meta.get("solution"):
-                outcomes.append(_written(meta, source, previous))
-            elif meta.get("grade"):
-                outcomes.append(
-                    Outcome(meta["grade_id"], meta.get("points", 0), "test", _message(outputs))
-                )
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=True)
-    return outcomes
+    return outcomes(cells, run_code(cells, path.parent.resolve(), env, CELL_TIMEOUT))
 
 
 def format_outcomes(path: Path, outcomes: list[Outcome]) -> str:

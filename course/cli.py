@@ -1,7 +1,7 @@
 """The student part's command: ``course check NOTEBOOK`` and ``course progress``.
 
 Installed with the student part (``pip install``, the notebooks' first cell). In a clone of the
-course the ``course`` command is the clone's (``grader/coordinator/cli.py``): the same two
+course the ``course`` command is the clone's (``grader/command/cli.py``): the same two
 commands, where ``check`` also runs the hidden tests on your own copy, and many more for an
 instructor.
 

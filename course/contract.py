@@ -31,6 +31,12 @@ RAISED, UNNAMED, BROKEN = "raised", "unnamed", "broken"
 # failed it disagree on chance, not on the code, and the grader asks for a review instead of
 # flagging the notebook.
 STATISTICAL = "statistical:"
+# The start of the mistake key of a failure on the grader's cases only: the code passes, in the
+# judge too, the cases of the notebook's own hidden test, which the kernel's check passed, so the
+# two disagree by their cases (a rounding or a bug those cases miss), not by a changed test, and
+# the grader asks for a review with the numbers (H's sampler).
+CASES_DIFFER = "cases differ:"
+REVIEW_KEYS = (STATISTICAL, CASES_DIFFER)  # the keys of failures that ask for a review
 LOG_EVENTS = ("start", "error", "interrupted")  # what a log line says of an item
 
 

@@ -8,7 +8,9 @@
 The course's training helpers (``course.training``, E's and G's ``finetune``, H's windows) move
 each batch to the device of the model's weights, so a notebook only moves its models. Grading
 always runs on the CPU: the grader's machines have no GPU, and a graded run must give the same
-numbers everywhere. ``COURSE_DEVICE=cpu`` (or ``cuda``, ``mps``) chooses by hand.
+numbers everywhere. ``COURSE_DEVICE=cpu`` (or ``cuda``, ``mps``) chooses by hand, and
+``COURSE_FLOAT32=1`` computes in float32 only, as a laptop without bfloat16 instructions does
+(``benchmarks/full_modes.py --floor`` sets it to time the course on the floor machine).
 """
 
 from __future__ import annotations
@@ -87,6 +89,8 @@ def bf16_helps(device: torch.device | str) -> bool:
     CPU with bfloat16 instructions (AVX-512 BF16 or AMX: a training step of G's model then takes
     half the time, docs/speed.md). Elsewhere a CPU emulates bfloat16, slower than float32."""
     device = torch.device(device)
+    if float32_forced():
+        return False
     if device.type == "cpu":
         return cpu_computes_bf16()
     return device.type == "cuda" and torch.cuda.is_bf16_supported()
@@ -99,8 +103,17 @@ def cpu_computes_bf16() -> bool:
     return any(getattr(torch.cpu, name, lambda: False)() for name in tests)
 
 
+def float32_forced() -> bool:
+    """Whether ``COURSE_FLOAT32`` asks for float32 only (set, and not ``0``): no bfloat16
+    autocast anywhere, whatever the processor computes in."""
+    return os.environ.get("COURSE_FLOAT32", "0").strip() not in ("", "0")
+
+
 def _autocasts(device: torch.device) -> bool:
-    """Whether bfloat16 autocast runs on ``device``: the CPU, or a GPU that computes in it."""
+    """Whether bfloat16 autocast runs on ``device``: the CPU, or a GPU that computes in it (never
+    where :func:`float32_forced`)."""
+    if float32_forced():
+        return False
     return device.type == "cpu" or bf16_helps(device)
 
 

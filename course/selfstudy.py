@@ -11,7 +11,7 @@
 Where there is no clone (the student part alone, a JupyterHub class) or while the notebook is
 graded, each says that written answers are graded by the instructor, or that the hidden tests run
 when the work is graded, and shows nothing else. The last two run the instructor's ``course``
-command of the clone (``python -m grader.coordinator.cli``) in a separate process.
+command of the clone (``python -m grader.command.cli``) in a separate process.
 """
 
 from __future__ import annotations
@@ -38,13 +38,24 @@ from course.selfstudy_files import (
 GRADED_BY_INSTRUCTOR = "Written answers are graded by the instructor."
 HIDDEN_WHEN_GRADED = "The hidden tests run when your work is graded."
 SAVE_FIRST = "(It reads the saved notebook: save it first, Ctrl+S.)"
-COMMAND = "grader.coordinator.cli"  # the instructor's `course` command, in a clone
+COMMAND = "grader.command.cli"  # the instructor's `course` command, in a clone
 
 
 def _say(text: str) -> None:
     from IPython.display import Markdown, display  # the kernel's display (no IPython outside)
 
     display(Markdown(f"*{text}*"))
+
+
+def _button(description: str, name: str, icon: str = "") -> tuple[object, object]:
+    """A control's button (CSS class ``name``, for the tests and the lab's style) and the output
+    area below it."""
+    import ipywidgets as widgets  # the kernel's widgets: loaded when a control is drawn
+
+    button = widgets.Button(description=description, icon=icon)
+    button.layout.width = "auto"
+    button.add_class(name)
+    return button, widgets.Output()
 
 
 def compare(grade_id: str) -> object:
@@ -58,10 +69,7 @@ def compare(grade_id: str) -> object:
     if source is None:
         _say(GRADED_BY_INSTRUCTOR)
         return None
-    button = widgets.Button(description="Compare with the model answer", icon="balance-scale")
-    button.layout.width = "auto"
-    button.add_class("course-compare")
-    out = widgets.Output()
+    button, out = _button("Compare with the model answer", "course-compare", "balance-scale")
 
     def show(_: object = None) -> None:
         out.clear_output()
@@ -145,10 +153,7 @@ def check_button(grade_id: str) -> object:
     if notebook is None or clone_source(notebook) is None or not _has_grader():
         _say(HIDDEN_WHEN_GRADED)
         return None
-    button = widgets.Button(description="Check every exercise (visible and hidden tests)")
-    button.layout.width = "auto"
-    button.add_class("course-check")
-    out = widgets.Output()
+    button, out = _button("Check every exercise (visible and hidden tests)", "course-check")
 
     def run(_: object = None) -> None:
         out.clear_output()
@@ -175,10 +180,7 @@ def progress() -> object:
     if not roots or mode.under_nbgrader() or not _has_grader():
         _say(f"{GRADED_BY_INSTRUCTOR} {HIDDEN_WHEN_GRADED}")
         return None
-    out = widgets.Output()
-    button = widgets.Button(description="Show my progress again", icon="refresh")
-    button.layout.width = "auto"
-    button.add_class("course-progress")
+    button, out = _button("Show my progress again", "course-progress", "refresh")
 
     def show(_: object = None) -> None:
         _, text = _course("--root", str(roots[0]), "progress")

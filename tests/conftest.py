@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Coroutine, Iterator
@@ -203,6 +204,52 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
         report.longrepr = (
             f"{item.nodeid} is not marked slow but grades through nbgrader ({started[0]}): "
             "mark it slow (pyproject.toml's markers)"
+        )
+
+
+# No test writes a tracked file (or leaves a new one that git would add): each test module runs
+# between two looks at `git status`, and one that changed it fails, naming what changed.
+def repository_state(root: Path = REPO) -> dict[str, tuple[int, int] | None]:
+    """What ``git status`` shows in ``root`` (a tracked file changed or gone, an untracked file
+    not ignored), each with its size and modification time (None when gone): a file written
+    again is seen even where it was changed before. Empty where ``root`` is no git work tree
+    (a copy of the files, as on the GPU machine)."""
+    if not (root / ".git").exists():
+        return {}
+    command = ["git", "--no-optional-locks", "status", "--porcelain=v1", "-z", "-uall"]
+    listed = subprocess.run(command, cwd=root, capture_output=True, text=True, check=True)
+    entries, state = iter(listed.stdout.split("\0")), {}
+    for entry in entries:
+        if not entry:
+            continue
+        if entry[0] in "RC":
+            next(entries)  # a rename's or a copy's first path
+        path = root / entry[3:]
+        found = path.stat() if path.exists() else None
+        state[entry] = (found.st_size, found.st_mtime_ns) if found else None
+    return state
+
+
+def state_changes(before: dict, after: dict) -> list[str]:
+    """The entries of ``git status`` (:func:`repository_state`) that differ between the two."""
+    return sorted(
+        entry
+        for entry in before.keys() | after.keys()
+        if before.get(entry, 0) != after.get(entry, 0)
+    )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _writes_no_tracked_file(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The test module leaves ``git status`` of the repository as it found it."""
+    before = repository_state()
+    yield
+    if changed := state_changes(before, repository_state()):
+        pytest.fail(
+            f"{request.node.nodeid} (or a test running beside it, or you, during the run) "
+            f"changed what git sees in the repository: {changed[:10]}. A test writes under its "
+            "tmp_path, never a tracked file; a tracked record is written by its own command",
+            pytrace=False,
         )
 
 

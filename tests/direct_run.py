@@ -33,8 +33,8 @@ from nbformat import NotebookNode
 from nbgrader.utils import is_grade, is_locked, is_solution
 
 from grader.coordinator import demo
-from grader.coordinator.check import error_message
 from grader.coordinator.submission import grade_id
+from grader.selfstudy.check import error_message
 from grader.shared.notebooks import read_notebook
 
 matplotlib.use("Agg")
@@ -182,7 +182,7 @@ def run_cell(cell: Cell, namespace: dict, caught: list) -> Outcome:
 
     The cell fails when it raises or writes to stderr; a kernel writes shown warnings (those added
     to ``caught`` meanwhile) to stderr. The message is the one ``course check`` and the feedback
-    give (:func:`grader.coordinator.check.error_message`). Figures are closed afterwards. (A last
+    give (:func:`grader.selfstudy.check.error_message`). Figures are closed afterwards. (A last
     expression, which nbgrader reads as partial credit, is not looked at: the course's test cells
     end with ``passed(...)``.)
     """

@@ -25,7 +25,7 @@ import nbformat
 from nbgrader.api import Gradebook
 
 from grader.coordinator import demo, pipeline
-from grader.coordinator.check import error_message
+from grader.selfstudy.check import error_message
 from grader.shared import report
 from tests.conftest import ASSIGNMENTS, make_course_copy, pipeline_students
 

@@ -594,7 +594,7 @@ def test_interrupted_run_keeps_the_gradebook(adversarial_class: Path, tmp_path: 
     command = [
         sys.executable,
         "-m",
-        "grader.coordinator.cli",
+        "grader.command.cli",
         "--root",
         str(root),
         "autograde",

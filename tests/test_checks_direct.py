@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.coordinator import class_report, demo
+from grader.coordinator import demo
+from grader.report import class_report
 from tests.conftest import ASSIGNMENTS, REPO
 from tests.direct_run import (
     TEST,

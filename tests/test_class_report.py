@@ -1,4 +1,4 @@
-"""``course report``: the class at a glance (grader/coordinator/class_report.py,
+"""``course report``: the class at a glance (grader/report/class_report.py,
 class_report_html.py, similarity.py, records.py) and the stable mistake keys it counts
 (course/testcells.py, the judge's reply).
 
@@ -20,8 +20,9 @@ import torch
 from benchmarks.class_report_speed import ASSIGNMENT, NOTEBOOK, make_class
 from course import contract
 from course.testcells import GradingError, check_against_reference, check_close, fail
-from grader.coordinator import class_report, class_report_html, demo, similarity
-from grader.coordinator.cli import main
+from grader.command.cli import main
+from grader.coordinator import demo
+from grader.report import class_report, class_report_html, similarity
 from grader.shared import records
 from grader.shared.verification import Verification
 from tests.conftest import REPO, pipeline_students

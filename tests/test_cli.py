@@ -27,14 +27,15 @@ from nbgrader.preprocessors import DeduplicateIds
 from traitlets.config import Config
 from traitlets.utils.importstring import import_item
 
-from grader.coordinator import check, nbgrader_run
-from grader.coordinator.cli import main
+from grader.command.cli import main
+from grader.coordinator import nbgrader_run
 from grader.coordinator.job import GradingJob
 from grader.coordinator.scratch import scratch_course
 from grader.coordinator.submission import fill, reference_code, solution_markers
 from grader.nbgrader.drop_duplicate_cells import REMOVED, DropDuplicateCells
 from grader.nbgrader.execute_keeping_points import DIED
 from grader.sandbox import rlimits
+from grader.selfstudy import check
 from grader.shared import tampering
 from grader.shared.limits import Limits, TimeLimits
 from grader.shared.notebooks import read_notebook
@@ -42,7 +43,7 @@ from grader.shared.notes import Notes, read_notes
 from grader.shared.paths import load_config
 from tests.conftest import ASSIGNMENTS, REPO
 
-COURSE = [sys.executable, "-m", "grader.coordinator.cli"]
+COURSE = [sys.executable, "-m", "grader.command.cli"]
 
 
 def course(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
@@ -414,7 +415,7 @@ def test_every_sub_command_has_its_function_in_the_table():
     """The parser's sub-commands and cli.COMMANDS (plus lab, which runs before it) agree."""
     import argparse
 
-    from grader.coordinator import cli
+    from grader.command import cli
 
     subparsers = next(a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction))
     assert set(subparsers.choices) == set(cli.COMMANDS) | {"lab"}

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.coordinator import cli, cluster
+from grader.command import cli
+from grader.coordinator import cluster
 from grader.shared.paths import CourseError
 from tests.conftest import make_course_copy
 

@@ -4,6 +4,7 @@ docs/colab.md links every assignment; all of it from the one address in ``tools/
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -188,35 +189,102 @@ def test_the_install_line_takes_only_an_address(monkeypatch, capsys) -> None:
     assert "not a git repository's address" in capsys.readouterr().err
 
 
-def test_the_tool_writes_only_the_cell_that_the_real_install_recorded(
-    monkeypatch, capsys, tmp_path: Path
+def test_the_tracked_record_is_the_real_install_s_of_this_cell_and_student_part() -> None:
+    """tools/install_tested.json is what `python -m tests.install_record` wrote after a real
+    install of this cell from this student/ (what it installed, from where, the visible tests
+    and their outcomes)."""
+    assert colab.untested() == "", colab.untested()
+    record = json.loads(colab.TESTED.read_text())
+    assert set(record) == set(colab.RECORD_FIELDS)
+    assert record["links"] or record["indexes"], "pip looked nowhere"
+    assert len(record["commit"]) == 40 and record["date"].endswith("Z"), record
+
+
+def doctored(record: dict, change: str) -> object:
+    """``record`` with one fault of ``change``'s name (a record that is not the real install's
+    of this tree)."""
+    record = json.loads(json.dumps(record))
+    if change == "no record":
+        return None
+    if change == "the cell's hash alone":  # what the record was before issue 81
+        return {k: record[k] for k in ("install_line", "cell_sha256", "note")}
+    if change == "another student part":
+        record["student_sha256"] = hashlib.sha256(b"student/ of another commit").hexdigest()
+    elif change == "another cell":
+        record["cell_sha256"] = hashlib.sha256(b"another cell").hexdigest()
+    elif change == "a visible test failed":
+        record["visible_tests"][next(iter(record["visible_tests"]))] = "failed"
+    elif change == "no visible test":
+        record["visible_tests"] = {}
+    elif change == "the course not installed":
+        record["installed"] = [e for e in record["installed"] if colab.DISTRIBUTION not in e]
+    return record
+
+
+FAULTS = {  # change -> what untested() says of it
+    "no record": "it holds no record",
+    "the cell's hash alone": "it has no 'date'",
+    "another student part": "student/ is not the one it installed",
+    "another cell": "the install cell (line",
+    "a visible test failed": "did not all pass there (1 of",
+    "no visible test": "did not all pass there (0 of 0)",
+    "the course not installed": f"{colab.DISTRIBUTION}==0.1.0 is not among what it installed",
+}
+
+
+@pytest.mark.parametrize("change", FAULTS)
+def test_a_record_that_is_not_the_real_install_s_of_this_tree_is_refused(
+    monkeypatch, capsys, tmp_path: Path, change: str
 ) -> None:
-    """The committed record is this cell's; another line, another cell or no record is
-    refused, and nothing is written."""
-    assert colab.untested() == "", "run tests/test_pip_install.py (deep), commit its record"
+    """The tool's own check: a record written by hand (the cell's hash alone), of another
+    student/ or cell, or of a run whose visible tests failed is refused, saying how to record
+    again, and nothing is written; the tracked record, copied, is accepted."""
     (tmp_path / "source" / "x").mkdir(parents=True)
     notebook = tmp_path / "source" / "x" / "n.ipynb"
     notebook.write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4}))
     record = json.loads(colab.TESTED.read_text())
-    tested = tmp_path / "tools" / "install_tested.json"
-    tested.parent.mkdir()
-    monkeypatch.setattr(colab, "REPO", tmp_path)
+    tested = tmp_path / "install_tested.json"
     monkeypatch.setattr(colab, "TESTED", tested)
-    changes = {  # what differs from the record: (name, attribute of colab, its new value)
-        "no record": ("REPO", tmp_path),
-        "another line": ("INSTALL_LINE", "x @ git+{repository}"),
-        "another cell": ("MARKER", "# Install the course"),
-    }
-    for name, (attribute, value) in changes.items():
-        tested.write_text("" if name == "no record" else json.dumps(record))
-        with monkeypatch.context() as patch:
-            patch.setattr(colab, attribute, value)
-            assert colab.untested(), name
-            with pytest.raises(colab.Untested, match="has not been seen to work"):
-                colab.write(tmp_path)
-            assert colab.main([]) == 1 and "test_pip_install.py" in capsys.readouterr().err
-            assert json.loads(notebook.read_text())["cells"] == [], name
+    tested.write_text(json.dumps(doctored(record, change)))
+    assert FAULTS[change] in colab.untested(), colab.untested()
+    assert colab.RECORD_COMMAND in colab.untested()
+    with pytest.raises(colab.Untested, match="has not been seen to work"):
+        colab.write(tmp_path)
+    assert colab.main(["--check"]) == 1 and colab.RECORD_COMMAND in capsys.readouterr().err
+    assert json.loads(notebook.read_text())["cells"] == []
+    assert not (tmp_path / "docs").exists()
+    tested.write_text(json.dumps(record))
     assert colab.write(tmp_path) == ["source/x/n.ipynb", "docs/colab.md"]
+
+
+def test_another_cell_is_refused_until_the_real_install_records_it(monkeypatch) -> None:
+    assert colab.untested() == ""
+    monkeypatch.setattr(colab, "MARKER", "# Install the course")
+    assert "the install cell (line" in colab.untested()
+    monkeypatch.setattr(colab, "INSTALL_LINE", "x @ git+{repository}")
+    assert "the install cell (line 'x @ git+{repository}')" in colab.untested()
+
+
+def test_the_student_part_s_hash_is_of_its_tracked_files(tmp_path: Path) -> None:
+    """A change to a tracked file of student/ changes the hash; an untracked file does not."""
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    with pytest.raises(ValueError, match="has no student/ tracked by git"):
+        colab.student_sha256(tmp_path)
+    (tmp_path / "student").mkdir()
+    (tmp_path / "student" / "pyproject.toml").write_text("[project]\nversion = '1'\n")
+    git("init", "--quiet")
+    git("add", "student")
+    first = colab.student_sha256(tmp_path)
+    (tmp_path / "student" / "build.log").write_text("untracked")
+    assert colab.student_sha256(tmp_path) == first
+    (tmp_path / "student" / "pyproject.toml").write_text("[project]\nversion = '2'\n")
+    second = colab.student_sha256(tmp_path)
+    assert second != first and colab.student_version(tmp_path) == "2"
+    git("add", "student")
+    assert colab.student_sha256(tmp_path) != second  # build.log now tracked
 
 
 def test_every_notebook_starts_with_the_install_cell_source_and_release() -> None:

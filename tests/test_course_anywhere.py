@@ -113,8 +113,8 @@ def test_a_clone_anywhere_is_graded_warm_cold_and_by_plain_nbgrader(clone: Path)
     python = clone / ".venv" / "bin" / "python"  # through the link
     graded = {}
     for way, args in {
-        "warm": ["grader.coordinator.cli", "autograde", ASSIGNMENT],
-        "cold": ["grader.coordinator.cli", "autograde", ASSIGNMENT, "--cold"],
+        "warm": ["grader.command.cli", "autograde", ASSIGNMENT],
+        "cold": ["grader.command.cli", "autograde", ASSIGNMENT, "--cold"],
         "plain": ["nbgrader", "autograde", ASSIGNMENT, "--force"],
     }.items():
         said = run(clone, python, *args)
@@ -133,7 +133,7 @@ def test_a_kernel_without_the_course_is_not_graded_and_keeps_earlier_grades(
     every path that grades says "not graded", why and which Python; the gradebook keeps the
     points given before."""
     python = clone / ".venv" / "bin" / "python"
-    run(clone, python, "grader.coordinator.cli", "autograde", ASSIGNMENT)
+    run(clone, python, "grader.command.cli", "autograde", ASSIGNMENT)
     before = outcome(clone)
     assert before[0] == before[1] == 13.0, before
     bare = no_course_python(tmp_path)
@@ -143,7 +143,7 @@ def test_a_kernel_without_the_course_is_not_graded_and_keeps_earlier_grades(
     (spec / "kernel.json").write_text(json.dumps({"argv": argv, "language": "python"}))
     env = {"JUPYTER_PATH": str(tmp_path / "jupyter")}
     for way, args in {
-        "course": ["grader.coordinator.cli", "autograde", ASSIGNMENT, "--cold"],
+        "course": ["grader.command.cli", "autograde", ASSIGNMENT, "--cold"],
         "plain": ["nbgrader", "autograde", ASSIGNMENT, "--force"],
     }.items():
         said = run(clone, python, *args, env=env)
@@ -160,14 +160,14 @@ def test_a_submission_with_a_course_package_of_its_own_is_not_graded(clone: Path
     comes first on its path (cold, plain nbgrader): not graded, said why, earlier grades kept.
     Warm kernels have imported the course before they reach the folder: graded as usual."""
     python = clone / ".venv" / "bin" / "python"
-    run(clone, python, "grader.coordinator.cli", "autograde", ASSIGNMENT)
+    run(clone, python, "grader.command.cli", "autograde", ASSIGNMENT)
     assert outcome(clone)[0] == 13.0
     planted = clone / "submitted" / STUDENT / ASSIGNMENT / "course"
     planted.mkdir()
     (planted / "__init__.py").write_text("def check(*args, **kwargs):\n    pass\n")
     try:
         for way, args in {
-            "cold": ["grader.coordinator.cli", "autograde", ASSIGNMENT, "--cold"],
+            "cold": ["grader.command.cli", "autograde", ASSIGNMENT, "--cold"],
             "plain": ["nbgrader", "autograde", ASSIGNMENT, "--force"],
         }.items():
             said = run(clone, python, *args)
@@ -175,7 +175,7 @@ def test_a_submission_with_a_course_package_of_its_own_is_not_graded(clone: Path
             assert status == "not graded", f"{way}: {status} {detail}\n{said}"
             assert kernel_check.SHADOW in detail and "remove it" in detail, detail
             assert points == 13.0, f"{way}: the earlier grades were lost"
-        said = run(clone, python, "grader.coordinator.cli", "autograde", ASSIGNMENT)
+        said = run(clone, python, "grader.command.cli", "autograde", ASSIGNMENT)
         points, most, status, detail = outcome(clone)
         assert status == "graded" and points == most == 13.0, f"warm: {detail}\n{said}"
     finally:
@@ -223,7 +223,7 @@ def test_the_course_installed_read_only_in_a_venv_under_an_odd_name(tmp_path: Pa
         root = make_course_copy(tmp_path / "course")
         reference_only(root)
         for way in ([], ["--cold"]):
-            said = run(root, python, "grader.coordinator.cli", "autograde", ASSIGNMENT, *way)
+            said = run(root, python, "grader.command.cli", "autograde", ASSIGNMENT, *way)
             points, most, status, detail = outcome(root)
             assert status == "graded" and points == most == 13.0, f"{way} {detail}\n{said}"
     finally:

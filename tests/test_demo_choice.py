@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from grader.command.cli import parser
 from grader.coordinator import demo
-from grader.coordinator.cli import parser
 from tests.conftest import ASSIGNMENTS, REPO
 
 

@@ -468,7 +468,8 @@ def test_course_device_chooses_by_hand_and_says_what_is_wrong(monkeypatch) -> No
         course_device.pick_device()
 
 
-def test_bf16_autocast_only_where_asked_and_possible() -> None:
+def test_bf16_autocast_only_where_asked_and_possible(monkeypatch) -> None:
+    monkeypatch.delenv("COURSE_FLOAT32", raising=False)
     layer = nn.Linear(4, 4)
     with course_device.autocast("cpu", bf16=True):
         assert layer(torch.ones(1, 4)).dtype == torch.bfloat16
@@ -498,3 +499,19 @@ def test_every_training_notebook_picks_its_device() -> None:
         assert "DEVICE = pick_device()" in "".join(setup["source"]), path.name
         rest = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
         assert ".to(DEVICE)" in rest, f"{path.name} never moves a model to DEVICE"
+
+
+def test_float32_forced_turns_bfloat16_off_everywhere(monkeypatch) -> None:
+    """COURSE_FLOAT32=1 is the floor machine's float32: no autocast even where the CPU (or a
+    GPU) computes in bfloat16; unset or 0 leaves the choice to the processor."""
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True)
+    monkeypatch.setenv("COURSE_FLOAT32", "1")
+    assert not course_device.bf16_helps("cpu")
+    with course_device.autocast("cpu", bf16=True):
+        assert torch.matmul(torch.ones(2, 2), torch.ones(2, 2)).dtype == torch.float32
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    assert not course_device.bf16_helps("cuda")
+    monkeypatch.setenv("COURSE_FLOAT32", "0")
+    assert course_device.bf16_helps("cpu")
+    with course_device.autocast("cpu", bf16=True):
+        assert torch.matmul(torch.ones(2, 2), torch.ones(2, 2)).dtype == torch.bfloat16

@@ -184,7 +184,7 @@ def _placeholders(words: list[str]) -> list[str]:
 def _course_path(words: list[str]) -> bool:
     """The words name a sub-command and some of its options, without the arguments it needs
     (`course autograde` or `course grades --lms` in a sentence)."""
-    from grader.coordinator.cli import parser
+    from grader.command.cli import parser
 
     node, rest = parser(), list(words)
     named = False
@@ -210,7 +210,7 @@ def _fits(action, word: str) -> bool:
 
 
 def course_parses(words: list[str]) -> bool:
-    from grader.coordinator.cli import parser
+    from grader.command.cli import parser
 
     with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
         try:
@@ -344,7 +344,7 @@ def test_the_cli_reference_is_what_the_parser_says() -> None:
 
 
 def test_every_option_of_the_course_command_is_in_the_reference() -> None:
-    from grader.coordinator.cli import parser
+    from grader.command.cli import parser
 
     reference = _text(DOCS / "cli.md")
     missing = []

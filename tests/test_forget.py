@@ -27,12 +27,12 @@ import pytest
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.utils import notebook_hash
 
-from grader.coordinator import forget
-from grader.coordinator.cli import main
+from grader.command.cli import main
 from grader.coordinator.submission import fill, read_description, reference_code
 from grader.shared import records, report
 from grader.shared.notebooks import read_notebook
 from grader.shared.paths import CourseError, db_url, load_config
+from grader.term import forget
 from tests.conftest import REPO, make_course_copy
 from tests.lms_archives import (
     NOTEBOOK,

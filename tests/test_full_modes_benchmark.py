@@ -4,12 +4,17 @@ here: the table is made from given figures)."""
 from __future__ import annotations
 
 import importlib.util
+import os
+import re
+import subprocess
+import sys
 
 import pytest
 
 from tests.conftest import REPO
 
-spec = importlib.util.spec_from_file_location("full_modes", REPO / "benchmarks" / "full_modes.py")
+SCRIPT = REPO / "benchmarks" / "full_modes.py"
+spec = importlib.util.spec_from_file_location("full_modes", SCRIPT)
 full_modes = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(full_modes)
 
@@ -60,7 +65,7 @@ def test_each_time_is_shown_with_the_machine_it_was_measured_on() -> None:
         "g": FIGURES | {"notebook": "G, birth places", "seconds": 270.0, "date": "y"},
     }
     rows = [line for line in full_modes.table(results).splitlines() if line.startswith("| ")]
-    assert "| AMD EPYC, 2 cores: 92 GFLOP/s float32, 1 bfloat16 | x |" in rows[1]
+    assert "| AMD EPYC, 2 cores: 92 / 1 | x |" in rows[1]
     assert "| not recorded | y |" in rows[2]
     gpu = full_modes.described(box | {"label": "one H200"})
     assert gpu.startswith("one H200 with AMD EPYC, 2 cores")
@@ -82,3 +87,33 @@ def test_a_run_on_another_machine_is_kept_beside_the_main_record() -> None:
     assert [row.split(" | ")[0] for row in rows] == ["| E, pretraining", "| E, pretraining (avx2)"]
     with pytest.raises(SystemExit, match="letters, digits and _ only"):
         full_modes.main(["--only", "e", "--beside", "../x"])
+
+
+def test_the_floor_runs_float32_on_avx2_kernels_and_says_so() -> None:
+    """--floor's limits reach PyTorch (read when it loads) and the course (no bfloat16), and the
+    machine record names them, so a floor time is never mistaken for the machine's own."""
+    script = (
+        "import importlib.util, sys, torch\n"
+        f"spec = importlib.util.spec_from_file_location('fm', {str(SCRIPT)!r})\n"
+        "fm = importlib.util.module_from_spec(spec); spec.loader.exec_module(fm)\n"
+        "from course.device import bf16_helps\n"
+        "box = fm.machine(0.05)\n"
+        "print(torch.backends.cpu.get_cpu_capability(), bf16_helps('cpu'), box.get('limits'))\n"
+        "print(fm.described(box))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in full_modes.FLOOR_LIMITS}
+    run = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env | full_modes.FLOOR_LIMITS,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    first, second = run.stdout.splitlines()
+    assert first.split(" ", 2) == ["AVX2", "False", "float32 only, AVX2 kernels (--floor)"]
+    assert re.search(r", \d+ cores, floor: \d+ / \d+$", second), second
+    mine = subprocess.run(
+        [sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True
+    )
+    assert mine.stdout.splitlines()[0].endswith(" None")  # no limits: none named

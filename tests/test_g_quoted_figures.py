@@ -63,14 +63,48 @@ def test_the_closing_section_quotes_the_recorded_cpu_run() -> None:
 
 
 def test_the_float32_run_is_quoted_with_its_machine() -> None:
-    """The run on a CPU without bfloat16 (``--beside avx2``): its minutes, machine and figures."""
+    """The float32 run (``--floor --beside avx2``): its machine and figures, seed 0 of each setup
+    only, having said how long the other runs would take before skipping them."""
     text = cell("### What this run shows")
     run = record("full_modes.json")["g-avx2"]
-    assert f"(AVX2 only, {run['machine']['float32_gflops']:.0f} GFLOP/s in float32)" in text
-    assert f"it took about {round(run['seconds'] / 60)} minutes" in text
-    line = record("full_modes/g-avx2.json")["printed"]["28"].splitlines()[2]
-    assert line.startswith("pretrained, 2 epochs")
-    assert "printed {}%, {}% and {}%".format(*percents(line)) in text
+    assert run["machine"]["limits"].startswith("float32 only, AVX2")
+    assert "Held to float32 and AVX2 code" in text and "(AVX2 only)" in text
+    rows = record("full_modes/g-avx2.json")["printed"]["28"].splitlines()
+    assert [row[:21].strip() for row in rows] == [
+        "scratch, 2 epochs",
+        "pretrained, 2 epochs",
+        "London",
+    ]
+    scratch, pretrained = (percents(row) for row in rows[:2])
+    assert len(scratch) == len(pretrained) == 1, "the float32 run fine-tunes seed 0 only"
+    assert f"printed {scratch[0]}% from scratch and {pretrained[0]}% pretrained" in text
+    runs = record("full_modes/g-avx2.json")["printed"]["27"].splitlines()
+    assert len(runs) == 3 and runs[2].startswith("seeds 1 and 2 and the long scratch run skipped")
+    passes = re.search(r"\((\d+) more passes, about \d+ minutes here\)", runs[2]).group(1)
+    assert f"the other five runs take {passes} passes over the pairs against the 4" in flat(
+        cell("## 5. The experiment")
+    )
+
+
+def test_section_4_names_the_machine_of_its_pretraining_estimate() -> None:
+    """Section 4 quotes section 7's estimate of the recorded bfloat16 run, with its machine."""
+    text = cell("## 4. The pretrained model")
+    hours = re.search(r"about ([\d.]+) hours", printed(39)).group(1)
+    assert f"computes in bfloat16 (AVX-512 BF16) it printed {hours} hours" in text
+    assert "ten hours" not in text
+
+
+def test_the_recorded_seed_spread_is_the_recorded_runs() -> None:
+    """Section 5 says what seeds 1 and 2 changed in the recorded run that made them."""
+    text = cell("## 5. The experiment")
+    rows = {line[:21].strip(): percents(line) for line in printed(28).splitlines()}
+    pretrained = [float(a) for a in rows["pretrained, 2 epochs"]]
+    scratch = [float(a) for a in rows["scratch, 2 epochs"]]
+    assert len(pretrained) == 3 and set(scratch) == {0.0}
+    spread = round(max(pretrained) - min(pretrained))
+    gap = round(min(pretrained) - max(scratch), -1)
+    assert f"moved the pretrained model's accuracy by {spread} points" in text
+    assert f"against a gap of {gap:.0f} points between the setups" in text
 
 
 def test_every_row_of_the_gpu_table_is_a_recorded_gpu_run() -> None:

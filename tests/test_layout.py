@@ -61,10 +61,12 @@ def imported_after(names: list[str], whole: bool = False) -> set[str]:
 
 
 def test_the_grader_never_imports_torch_or_the_notebook_side() -> None:
-    """Of the notebook side, the grader imports the verification contract only."""
+    """Of the notebook side, the grader imports the verification contract and the one runner of
+    ``course check`` only (both the standard library alone)."""
     loaded = imported_after(modules(grader), whole=True)
     assert "grader" in loaded and "torch" not in loaded
-    assert {m for m in loaded if m.split(".")[0] == "course"} == {"course", "course.contract"}
+    allowed = {"course", "course.contract", "course.check"}  # the contract; the check's runner
+    assert {m for m in loaded if m.split(".")[0] == "course"} == allowed
 
 
 def test_the_contract_is_standard_library_only() -> None:
@@ -158,16 +160,24 @@ def test_the_grader_has_no_import_cycle() -> None:
     assert cycles(graph) == [], "import cycles in grader/"
 
 
-# Which process's packages each package of grader/ may import (grader/__init__.py says what runs
-# where). nbgrader's plugins never import the coordinator; the coordinator names the plugins
-# (nbgrader_config.py, command lines), never imports them.
+# Which packages each package of grader/ may import (grader/__init__.py says what runs where).
+# nbgrader's plugins never import the coordinator; the coordinator names the plugins
+# (nbgrader_config.py, command lines), never imports them. The `course` command's own process is
+# in floors, each importing only the floors below it: books; coordinator (grading a class) and
+# lms; term, report and selfstudy; command (the command line) on top.
 MAY_IMPORT = {
     "shared": {"shared"},
     "sandbox": {"shared", "sandbox"},
     "nbgrader": {"shared", "sandbox", "nbgrader", "warm.wire"},
     "warm": {"shared", "sandbox", "warm"},
-    "coordinator": {"shared", "sandbox", "warm", "coordinator", "lms"},
-    "lms": {"shared", "coordinator", "lms"},
+    "books": {"shared", "books"},
+    "coordinator": {"shared", "sandbox", "warm", "books", "coordinator"},
+    "lms": {"shared", "books", "lms"},
+    "term": {"shared", "books", "coordinator", "lms", "term"},
+    "report": {"shared", "books", "coordinator", "report"},
+    "selfstudy": {"shared", "selfstudy"},
+    "command": {"shared", "warm", "books", "coordinator", "lms", "term", "report", "selfstudy"}
+    | {"command"},
 }
 # The nbgrader fork server becomes nbgrader's process: it loads nbgrader's entry point.
 ALSO = {("grader.warm.forkserver", "grader.nbgrader.main")}
@@ -202,7 +212,7 @@ def test_the_coordinator_loads_no_nbgrader_plugin() -> None:
     """What ``course autograde`` imports (the coordinator's modules) leaves grader.nbgrader out."""
     code = (
         "import sys\n"
-        "import grader.coordinator.autograde, grader.coordinator.cli, grader.coordinator.check\n"
+        "import grader.coordinator.autograde, grader.command.cli, grader.selfstudy.check\n"
         "print(sorted(m for m in sys.modules if m.startswith('grader.nbgrader')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -237,7 +247,7 @@ def test_the_module_map_is_the_codes() -> None:
         sys.path.remove(str(REPO / "tools"))
     text = (REPO / "docs" / "layout.md").read_text()
     mapped = [p.relative_to(REPO).as_posix() for p in module_map.modules()]
-    assert "grader/coordinator/cli.py" in mapped and "judge/core.py" in mapped and len(mapped) > 100
+    assert "grader/command/cli.py" in mapped and "judge/core.py" in mapped and len(mapped) > 100
     missing = [m for m in mapped if f"`{m}`" not in text]
     assert not missing, f"not in docs/layout.md: {missing}: run python tools/module_map.py"
     assert module_map.rewritten(text) == text, "docs/layout.md's module map is stale: " + (

@@ -15,7 +15,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from grader.coordinator.cli import main
+from grader.command.cli import main
 from grader.lms import collect, feedback_zip
 from grader.lms import worksheet as worksheet_dates
 from grader.shared.paths import CourseError, db_url

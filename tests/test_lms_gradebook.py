@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from grader.coordinator.cli import main
+from grader.command.cli import main
 from grader.lms import collect, export
 from grader.shared.paths import CourseError, db_url
 from tests.test_lms import DUE, A, moodle_download, worksheet

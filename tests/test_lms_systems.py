@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from grader.coordinator.cli import main, parser
+from grader.command.cli import main, parser
 from grader.lms import LMS_NAMES, collect, export, feedback_zip, system
 from grader.lms.base import LmsSystem
 from grader.shared.paths import CourseError, db_url

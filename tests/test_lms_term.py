@@ -18,8 +18,8 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
+from grader.command.cli import main
 from grader.coordinator import pipeline
-from grader.coordinator.cli import main
 from grader.coordinator.submission import fill, read_description, reference_code
 from grader.shared.notebooks import read_notebook
 from grader.shared.paths import db_url, load_config

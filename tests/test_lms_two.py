@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from grader.coordinator import forget
-from grader.coordinator.cli import main
+from grader.command.cli import main
 from grader.lms import collect, feedback_zip
 from grader.shared.paths import db_url
+from grader.term import forget
 from tests.lms_archives import (
     NOTEBOOK,
     canvas_name,

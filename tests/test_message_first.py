@@ -26,7 +26,7 @@ from nbformat import NotebookNode
 
 from course import short_traceback
 from course.testcells import GradingError, fail
-from grader.coordinator import check
+from grader.selfstudy import check
 from grader.shared.notebooks import read_notebook
 from grader.warm.pool import WarmPool
 from tests.conftest import class_outcome

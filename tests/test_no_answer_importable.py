@@ -71,6 +71,7 @@ SLOW: dict[str, str] = {
         "one label per layer and head: called with C's sizes, tens of millions of strings"
     ),
     "course.d_language_model.head_plots.plot_attention_grid": f"{_DRAWS}; it returns None",
+    "course.plots.heatmap": f"{_DRAWS}; it returns the Axes it drew on",
     "course.plots.mask_heatmap": f"{_DRAWS}; it returns a figure",
     "course.e_pretraining.kv_cache_checks.readable_step_inputs": f"{_SIZED}; KV-cache inputs",
     "course.e_pretraining.kv_cache_checks.sequence_inputs": f"{_SIZED}; attention inputs",

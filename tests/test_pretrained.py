@@ -286,3 +286,56 @@ def test_label_count_curves_give_a_setup_its_own_learning_rate(monkeypatch):
         separable(tokenizer, 8), [4], [0], lrs={"b": 0.1}, steps=3, lr=0.01,
     )  # fmt: skip
     assert seen == [0.01, 0.1]
+
+
+def test_frozen_states_are_the_base_in_eval_mode_computed_once(given):
+    torch.manual_seed(0)
+    lm = given.TransformerLM(20, 8, 2, 16, 2, dropout=0.5)
+    lm.decoder = nn.Linear(8, 2)
+    ids = torch.tensor([[5, 6, 7, 8], [9, 4, 0, 0], [5, 6, 7, 0]])  # <pad> = 0 on the right
+    lm.eval()
+    with torch.no_grad():
+        expected = lm.encode(ids, given.causal_mask(4))  # (3, 4, 8)
+    lm.train()
+    states = finetune.FrozenStates(pad_id=0)
+    assert not states.attach(lm), "a base that still trains must not be read from a cache"
+    lm.requires_grad_(False)
+    lm.decoder.requires_grad_(True)
+    assert states.attach(lm)
+    got = lm.encode(ids[1:, :3], given.causal_mask(3))  # another batch, cut to its longest
+    assert lm.training, "the base's mode is given back"
+    assert torch.allclose(got[0, :2], expected[1, :2], atol=1e-5)
+    assert torch.allclose(got[1], expected[2, :3], atol=1e-5)
+    assert torch.equal(got[0, 2], torch.zeros(8)), "no state after a row's real tokens"
+    again = lm.encode(ids, given.causal_mask(4))  # dropout on: only the kept states agree
+    assert len(states.kept) == 3  # each sentence once, whatever batch it came in
+    for row, n in enumerate([4, 2, 3]):
+        assert torch.allclose(again[row, :n], expected[row, :n], atol=1e-5)
+
+
+def test_a_frozen_classifier_trains_its_head_on_the_kept_states(given):
+    tokenizer = WordTokenizer.build(["good great fine bad awful poor"])
+    torch.manual_seed(0)
+    lm = given.TransformerLM(len(tokenizer), 8, 2, 16, 1)
+    lm.decoder = nn.Linear(8, 2)
+    lm.requires_grad_(False)
+    lm.decoder.requires_grad_(True)
+    states = finetune.FrozenStates(tokenizer.pad_id)
+    states.attach(lm)
+
+    class LastToken(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lm = lm
+
+        def forward(self, src: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+            hidden = self.lm.encode(src, given.causal_mask(src.size(1)))
+            return self.lm.decoder(hidden[torch.arange(src.size(0)), lengths - 1])
+
+    base = {n: p.clone() for n, p in lm.named_parameters() if not n.startswith("decoder")}
+    history = finetune.train_classifier(
+        LastToken(), separable(tokenizer, 32), separable(tokenizer, 16), epochs=3, lr=0.05
+    )
+    assert history.trainable == 8 * 2 + 2
+    assert all(torch.equal(p, base[n]) for n, p in lm.named_parameters() if n in base)
+    assert len(states.kept) == len({tuple(r) for r in separable(tokenizer, 32).ids.tolist()})

@@ -56,19 +56,13 @@ _BEFORE = (
 )
 # Records without a hash, each with why it was not re-recorded (RERECORD gives the command).
 UNHASHED = {
-    "full_modes/a.json": _BEFORE + " (4 seconds)",
-    "full_modes/b.json": _BEFORE + " (6 seconds)",
-    "full_modes/c.json": _BEFORE + " (5 seconds)",
-    "full_modes/d.json": _BEFORE + " (about 4 minutes)",
-    "full_modes/e.json": _BEFORE + " (about 12 minutes)",
-    "full_modes/f.json": _BEFORE + " (9 seconds)",
-    "full_modes/g.json": _BEFORE + " (about 5 minutes with AVX-512 BF16, 22 without)",
-    "full_modes/h.json": _BEFORE + " (about 2 minutes)",
+    "full_modes/d.json": _BEFORE + " (about 4 minutes idle; a re-record on 7 Dec was stopped "
+    "after 40 minutes at load 10-21 on the 2 shared cores, a time D's text could not quote)",
+    "full_modes/g.json": _BEFORE + " (about 5 minutes on an idle AVX-512 BF16 machine, which "
+    "runs the same seeds and steps as that version did: MORE_RUNS)",
     "full_modes/e-avx512.json": "an earlier version of E on another machine, kept for its time "
     "only (E's text quotes its minutes, none of its figures); needs an AVX-512 BF16 machine",
-    "full_modes/g-avx2.json": _BEFORE + " (22 minutes on an AVX2-only machine, the one it names)",
     "b_full_run.json": _BEFORE + " (B's residual question quotes its gradient ratio)",
-    "b_fast_run.json": _BEFORE + " (B's residual question quotes its gradient ratio)",
     "d_full_run.json": _BEFORE + " (about an hour on a busy 2-core machine)",
     "g_full_run.json": _BEFORE + " (about 40 minutes)",
 }

@@ -114,6 +114,25 @@ def test_h_question_5_model_answer_converts_the_runs_figures() -> None:
         assert figure in text, f"H's question 5 model answer should hold {figure!r} (h.json)"
 
 
+def test_h_names_the_machine_and_the_load_of_its_run() -> None:
+    """The closing cell names the machine h.json records and the load the run began under (the
+    benchmark's row of it, tools/stages/full_modes.json), since its speeds hang on both."""
+    box = json.loads((RECORDS / "h.json").read_text())["machine"]
+    row = json.loads((RECORDS.parent / "full_modes.json").read_text())["h"]
+    text = " ".join(cell("h_own_gpt", "### What this run shows").split())
+    assert f"{box['processor']} processor with {box['cores']} cores" in text
+    assert f"load {row['load'][0]:.0f} when it began" in text
+
+
+def test_h_quotes_the_seconds_of_its_runs_merges() -> None:
+    """Section 8 quotes the reference's seconds for the merges from the recorded run (h.json)."""
+    merges = printed("h", r"^[\d,]+ distinct words; (\d+) merges in ([\d.]+) s \(yours\)$")
+    assert merges[1] == "300", "section 8 speaks of 300 merges"
+    section = " ".join(cell("h_own_gpt", "## 8. Subword tokens").split())
+    assert f"{merges[2]} s in the instructor's full run" in section
+    assert set(re.findall(r"(\d+(?:\.\d+)?) s in the instructor's", section)) == {merges[2]}
+
+
 def test_f_recall_figures_are_the_runs() -> None:
     dot = printed("f", r"^dot-product attention .* by seed: (.*)$")[1]
     synthesizer = printed("f", r"^SynthesizerAttention .* by seed: (.*)$")[1]

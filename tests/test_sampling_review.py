@@ -7,6 +7,11 @@ the notebook was flagged. The observation now records what the sampler gave ``to
 whatever the random stream drew; the observation runs in a state of its own (the global
 generator, the default dtype, autocast); and a disagreement between the kernel's check and the
 judge's on frequencies (a sampler that draws another way) asks for a review instead of a flag.
+Correct samplers of another order or precision give the judge's probabilities to within 1e-6, so
+rounding does not part the two; what can is the cases, since the kernel's hidden test draws its
+own (seed 2024) and the judge the grader's: a failure on the grader's cases alone, the
+notebook's passing in the judge too, asks for a review with the numbers, and one on the
+notebook's own cases, which the kernel passed, is still a flag.
 """
 
 from __future__ import annotations
@@ -17,10 +22,11 @@ import pytest
 import torch
 
 from course import contract, verify
-from course.h_own_gpt import recipe_checks, token_checks
+from course.h_own_gpt import probe, recipe_checks, token_checks
 from grader.shared import finish, verification
+from judge import core
 from judge import h_own_gpt as judge
-from tests.test_own_gpt import reference
+from tests.test_own_gpt import cells, reference
 
 CASES = token_checks.sample_cases(2024)
 
@@ -136,7 +142,7 @@ def test_the_kernel_draws_the_judges_cases_whatever_the_notebook_left(tmp_path) 
         torch.set_default_dtype(torch.float32)
     got = torch.load(left, weights_only=True)["test_sample_hidden"]
     expected = torch.load(clean, weights_only=True)["test_sample_hidden"]
-    for one, other in zip(got, expected, strict=True):
+    for one, other in zip(got["grader"], expected["grader"], strict=True):
         assert torch.equal(one["drawn_from"], other["drawn_from"])
     judge.sample_hidden(31, got)  # passes
 
@@ -201,3 +207,134 @@ def test_a_certain_disagreement_still_flags_and_beats_a_review() -> None:
     assert notebook.flagged
     assert [g.auto_score for g in notebook.grades] == [3.0, 0.0]
     assert finish.status_of(reasons, False, "") == finish.FLAGGED
+
+
+# ---------------------------------------------------------------- honest, or a changed test
+# Samplers that follow the contract in another order or precision: the brief's suspects for the
+# flag of a correct sampler. Each hands torch.multinomial the contract's probabilities to within
+# 1e-6, ten times inside the judge's tolerance (1e-5 + 1e-4 p), on the notebook's cases and on
+# another seed's: none of them gives a disagreement.
+def float64_sampler(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    return reference_sampler()(logits.double(), temperature, top_k, top_p, generator)
+
+
+def renormalising_sampler(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    """Softmax first (temperature as a product), then each filter zeroes and renormalises."""
+    probs = torch.softmax(logits * (1.0 / temperature), dim=-1)
+    if top_k is not None:
+        probs = probs.masked_fill(probs < torch.topk(probs, top_k).values[:, -1:], 0.0)
+        probs = probs / probs.sum(-1, keepdim=True)
+    if top_p is not None:
+        values, order = torch.sort(probs, descending=True)
+        drop = torch.cumsum(values, -1) > top_p
+        drop[:, 1:] = drop[:, :-1].clone()  # keep the token that crosses top_p
+        drop[:, 0] = False
+        probs = probs.masked_fill(torch.zeros_like(drop).scatter(-1, order, drop), 0.0)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+def ascending_sampler(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+    """Hugging Face's order: top-p from the least probable tokens' running total."""
+    scores = logits / temperature
+    if top_k is not None:
+        scores = scores.masked_fill(scores < torch.topk(scores, top_k)[0][:, -1:], -torch.inf)
+    if top_p is not None:
+        values, order = torch.sort(scores, descending=False)
+        drop = values.softmax(-1).cumsum(-1) <= 1 - top_p
+        drop[:, -1] = False
+        scores = scores.masked_fill(drop.scatter(1, order, drop), -torch.inf)
+    return torch.multinomial(scores.softmax(-1), 1, generator=generator).squeeze(-1)
+
+
+@pytest.mark.parametrize(
+    "sampler", [float64_sampler, renormalising_sampler, ascending_sampler], ids=lambda f: f.__name__
+)
+def test_correct_samplers_of_another_order_or_precision_agree_with_the_judge(sampler) -> None:
+    for seed in (token_checks.NOTEBOOK_SEED, 7):
+        for case in token_checks.sample_cases(seed):
+            got = token_checks.observe_sampling(sampler, case)
+            args = (case["logits"], case["temperature"], case["top_k"], case["top_p"])
+            expected = torch.tensor(judge.distribution(*args), dtype=torch.float64)
+            assert (got["drawn_from"] - expected).abs().max() < 1e-6, (seed, case)
+        judge.sample_hidden(seed, probe.sample_hidden({"sample_next": sampler}, seed))
+
+
+def test_the_probe_replays_the_notebooks_own_hidden_cases() -> None:
+    """The judge reads the cases the notebook's hidden test drew: its seed is the probe's."""
+    (hidden,) = [c for c in cells("tests") if "token_checks.sample_cases(" in "".join(c["source"])]
+    assert f"token_checks.sample_cases({token_checks.NOTEBOOK_SEED})" in "".join(hidden["source"])
+
+
+def nudged(observation: dict, case: dict, by: float) -> dict:
+    """The observation of ``case`` as if the sampler's probabilities had moved ``by`` from its two
+    most probable tokens' first to its second (a rounding the tolerance does not allow)."""
+    args = (case["logits"], case["temperature"], case["top_k"], case["top_p"])
+    probs = torch.tensor(judge.distribution(*args), dtype=torch.float64)
+    first, second = torch.argsort(probs, descending=True)[:2].tolist()
+    moved = observation["drawn_from"].clone()
+    moved[first] -= by
+    moved[second] += by
+    return observation | {"drawn_from": moved}
+
+
+def settled(seed: int, got: dict) -> tuple[SimpleNamespace, list[str]]:
+    """The hidden cell's verdict on ``got`` applied, as the grader does, to a notebook whose
+    kernel passed it (3 points)."""
+    verdict, mistake = core._judged(judge.sample_hidden, seed, got)
+    checked = verification.Verification(
+        verdicts={"test_sample_hidden": verdict}, mistakes={"test_sample_hidden": mistake}
+    )
+    notebook = row({"test_sample_hidden": 3.0})
+    return notebook, verification.apply_verdicts(notebook, checked)
+
+
+def test_a_disagreement_on_the_graders_cases_only_asks_for_a_review_with_the_numbers() -> None:
+    """The kernel's test passed its own cases, the judge passes them too, and one case of the
+    grader's is off by more than the tolerance: the two part by their cases, which rounding or a
+    mistake those cases miss can do, so an instructor looks at the numbers."""
+    seed = 7
+    got = probe.sample_hidden({"sample_next": reference_sampler()}, seed)
+    case = token_checks.sample_cases(seed)[5]
+    got["grader"][5] = nudged(got["grader"][5], case, 2e-4)
+    with pytest.raises(AssertionError, match="not the filtered distribution") as error:
+        judge.sample_hidden(seed, got)
+    assert error.value.mistake.startswith(contract.CASES_DIFFER)
+    first_line = str(error.value).splitlines()[0]
+    assert "the notebook's own hidden cases pass here too" in first_line
+    assert "largest difference 0.0002 at token" in first_line
+    notebook, reasons = settled(seed, got)
+    assert not notebook.flagged
+    (grade,) = notebook.grades
+    assert (grade.auto_score, grade.needs_manual_grade) == (3.0, True)
+    (reason,) = reasons
+    assert reason.startswith(verification.REVIEW) and "cases disagree" in reason
+    assert "largest difference 0.0002" in reason
+    assert finish.status_of(reasons, False, "") == finish.FOR_REVIEW
+
+
+def test_a_sampler_the_notebooks_own_cases_fail_is_still_flagged() -> None:
+    """A sampler that drops top-p's crossing token, whose kernel test passed all the same (its
+    check replaced, say): the judge fails it on the notebook's own cases too, so the pass cannot
+    be the sampler's, and the notebook is flagged, its points taken."""
+    seed = 7
+
+    def tampered(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+        first = judge.distribution(logits[0], temperature, top_k, top_p, "CROSSING_DROPPED")
+        probs = torch.tensor(first).expand(len(logits), -1)
+        return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+    got = probe.sample_hidden({"sample_next": tampered}, seed)
+    with pytest.raises(AssertionError, match=recipe_checks.CROSSING_DROPPED[:40]) as error:
+        judge.sample_hidden(seed, got)
+    assert not error.value.mistake.startswith(contract.REVIEW_KEYS)
+    notebook, reasons = settled(seed, got)
+    assert notebook.flagged and notebook.grades[0].auto_score == 0.0
+    assert finish.status_of(reasons, False, "") == finish.FLAGGED
+    # the same wrong probabilities on one case of the notebook's own: it stands as well
+    honest = probe.sample_hidden({"sample_next": reference_sampler()}, seed)
+    own = token_checks.sample_cases(token_checks.NOTEBOOK_SEED)[5]
+    honest["grader"][5] = nudged(honest["grader"][5], token_checks.sample_cases(seed)[5], 2e-4)
+    honest["notebook"][5] = nudged(honest["notebook"][5], own, 2e-4)
+    with pytest.raises(AssertionError) as error:
+        judge.sample_hidden(seed, honest)
+    assert not error.value.mistake.startswith(contract.REVIEW_KEYS)

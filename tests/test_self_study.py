@@ -20,13 +20,13 @@ import nbformat
 import pytest
 
 from course import selfstudy_files
-from grader.coordinator import check, progress, selfcheck, selfstudy_cells
+from grader.selfstudy import check, progress, selfcheck, selfstudy_cells
 from tests.conftest import REPO
 from tools import student_copy
 
 A = "a_masks"
 NB = "masks_and_positions.ipynb"
-COURSE = [sys.executable, "-m", "grader.coordinator.cli"]
+COURSE = [sys.executable, "-m", "grader.command.cli"]
 # An answer that passes the visible test (size 3) and no other size: only hidden tests see it.
 ONLY_THREE = (
     "def generate_square_subsequent_mask(sz: int) -> torch.Tensor:\n"

@@ -142,7 +142,7 @@ def test_a_clones_copy_has_the_self_study_check_instead_of_the_releases() -> Non
     the release's check cell (visible tests only) gives way to it."""
     import nbformat
 
-    from grader.coordinator import selfstudy_cells
+    from grader.selfstudy import selfstudy_cells
     from tools import colab
 
     assert selfstudy_cells.CHECK_MARKER == colab.CHECK_MARKER

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import REPO, make_course_copy
 from tools import student_copy, student_lab
 
-COURSE = [sys.executable, "-m", "grader.coordinator.cli"]
+COURSE = [sys.executable, "-m", "grader.command.cli"]
 
 
 def snapshot(folder: Path) -> dict[str, str]:

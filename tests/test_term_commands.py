@@ -17,11 +17,13 @@ import pytest
 from nbgrader.api import Gradebook
 from packaging.requirements import Requirement
 
-from grader.coordinator import address, deadlines, demo, final, midterm
-from grader.coordinator.cli import main
+from grader.books import deadlines
+from grader.command.cli import main
+from grader.coordinator import demo
 from grader.coordinator.release import worth
 from grader.shared import reference_run
 from grader.shared.paths import CourseError, assignments, db_url
+from grader.term import address, final, midterm
 from tests.conftest import REPO
 
 A = "a_masks"
@@ -242,6 +244,7 @@ def test_grades_go_out_only_when_final(course: Path, capsys: pytest.CaptureFixtu
     assert "holds 1 demo students (mask_transposed)" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # releases A again: runs its notebook (14 to 21 s)
 def test_a_release_with_submissions_says_what_changes_and_waits_for_force(
     course: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -276,6 +279,7 @@ def test_a_release_with_submissions_says_what_changes_and_waits_for_force(
     assert midterm.changes(course, A) == []
 
 
+@pytest.mark.slow  # releases A again: runs its notebook (14 to 21 s)
 def test_a_release_with_an_address_reports_its_install_cell_only_when_the_address_changed(
     course: Path, capsys: pytest.CaptureFixture
 ) -> None:

@@ -4,11 +4,14 @@ the suite proves and what it does not"):
 - a misspelt ``COURSE_ASSIGNMENTS`` is an error, not a run on no assignment, and a test
   parametrized by nothing fails at collection (``empty_parameter_set_mark``);
 - a test not marked ``slow`` that starts the course's ``nbgrader autograde``, cold or forked by a
-  warm worker, fails (``tests/conftest.py``), as a test that grades is ``slow``.
+  warm worker, fails (``tests/conftest.py``), as a test that grades is ``slow``;
+- a test module that writes a tracked file, or leaves a file that git would add, fails
+  (``tests/conftest.py``'s ``git status`` before and after each module).
 """
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,7 +19,7 @@ import pytest
 
 from grader.shared import process_output
 from grader.warm.forkserver import ForkServer
-from tests.conftest import REPO, chosen_assignments
+from tests.conftest import REPO, chosen_assignments, repository_state, state_changes
 
 
 def loaded_conftest(config: pytest.Config) -> object:
@@ -58,3 +61,35 @@ def test_grading_outside_a_slow_test_is_refused(request: pytest.FixtureRequest) 
     started.clear()  # seen: this test is not failed for them
     other = process_output.BoundedPopen([sys.executable, "-c", "print('autograde')"])
     assert other.wait() == 0
+
+
+def test_a_written_tracked_file_is_seen(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """Every module of this run is guarded (this repository is a git work tree); in a work tree
+    of its own, a tracked file written (again, where it was changed already) or removed, and a
+    new file git would add, are changes; an ignored file and a read are not."""
+    assert "_writes_no_tracked_file" in request.fixturenames and (REPO / ".git").exists()
+    assert repository_state(tmp_path) == {}  # no work tree: nothing to compare
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "--quiet")
+    (tmp_path / ".gitignore").write_text("scratch/\n")
+    (tmp_path / "record.json").write_text("{}\n")
+    (tmp_path / "notes.md").write_text("notes\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "tracked")
+    clean = repository_state(tmp_path)
+    assert clean == {}
+    (tmp_path / "scratch").mkdir()
+    (tmp_path / "scratch" / "out.json").write_text("ignored")
+    (tmp_path / "record.json").read_text()
+    assert state_changes(clean, repository_state(tmp_path)) == []
+    (tmp_path / "record.json").write_text('{"written": "by a test"}\n')
+    edited = repository_state(tmp_path)
+    assert state_changes(clean, edited) == [" M record.json"]
+    (tmp_path / "record.json").write_text('{"written": "again, longer, by a test"}\n')
+    (tmp_path / "notes.md").unlink()
+    (tmp_path / "new.txt").write_text("left behind")
+    changes = state_changes(edited, repository_state(tmp_path))
+    assert changes == [" D notes.md", " M record.json", "?? new.txt"]

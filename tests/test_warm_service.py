@@ -25,7 +25,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.coordinator import cli, demo, pipeline
+from grader.command import cli
+from grader.coordinator import demo, pipeline
 from grader.shared import verification
 from grader.warm import pool as warm
 from grader.warm import service as warm_service

@@ -29,11 +29,12 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from grader.coordinator import final, pipeline
-from grader.coordinator.cli import main
+from grader.command.cli import main
+from grader.coordinator import pipeline
 from grader.coordinator.submission import fill, read_description, reference_code
 from grader.shared.notebooks import read_notebook
 from grader.shared.paths import db_url, load_config
+from grader.term import final
 from tests.conftest import REPO
 from tests.lms_archives import canvas_name, moodle_folder, read_names, write_zip
 from tests.test_lms import SHEET_HEADERS, SHEET_TIME

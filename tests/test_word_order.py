@@ -122,3 +122,17 @@ def test_unigram_log_probs_follow_the_counts():
     assert float(log_p.exp().sum()) == pytest.approx(1.0)
     a, b = tokenizer.stoi["a"], tokenizer.stoi["b"]
     assert float(log_p[a] - log_p[b]) == pytest.approx(math.log(5 / 2))
+
+
+def test_readers_of_one_model_share_their_kept_features():
+    unigram = torch.full((12,), 1 / 12).log()
+    shared: dict = {}
+    first = FitReader(Successor(12), no_mask, unigram, kept=shared)
+    second = FitReader(Successor(12), no_mask, unigram, kept=shared)
+    ids = torch.tensor([[2, 3, 4, 5, 6], [2, 5, 4, 3, 6]])
+    lengths = torch.tensor([5, 3])
+    expected = FitReader(Successor(12), no_mask, unigram).features(ids, lengths)
+    assert torch.allclose(first.features(ids, lengths), expected, atol=1e-6)
+    assert len(shared) == 2
+    second.lm = None  # the second reader must not need its model: both sentences are kept
+    assert torch.allclose(second.features(ids[[1, 0]], lengths[[1, 0]]), expected[[1, 0]])

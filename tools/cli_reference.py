@@ -1,10 +1,10 @@
 """Write docs/cli.md, the reference of every `course` command and option, from the CLI's parser.
 
-    python tools/cli_reference.py          # write docs/cli.md from grader/coordinator/cli.py
+    python tools/cli_reference.py          # write docs/cli.md from grader/command/cli.py
     python tools/cli_reference.py --check  # exit 1 if docs/cli.md is not what the parser says
 
 The page is generated, never edited by hand: a sub-command or option added to ``parser()`` in
-``grader/coordinator/cli.py`` appears here once this script runs again, and
+``grader/command/cli.py`` appears here once this script runs again, and
 ``tests/test_docs.py`` fails while the page is stale.
 """
 
@@ -14,6 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from generated_page import write_or_check  # tools/, as when the script runs
+
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "cli.md"
 sys.path.insert(0, str(REPO))
@@ -21,7 +23,7 @@ sys.path.insert(0, str(REPO))
 HEAD = """\
 # The `course` command: every sub-command and option
 
-<!-- written by tools/cli_reference.py from grader/coordinator/cli.py: do not edit by hand -->
+<!-- written by tools/cli_reference.py from grader/command/cli.py: do not edit by hand -->
 
 Generated from the command's parser (`course autograde --help` prints the same for one
 sub-command). It comes with the instructor's install
@@ -111,8 +113,8 @@ def _section(words: list[str], p: argparse.ArgumentParser, help_: str, depth: in
 
 
 def page() -> str:
-    """The whole page, from ``grader.coordinator.cli.parser()``."""
-    from grader.coordinator.cli import parser
+    """The whole page, from ``grader.command.cli.parser()``."""
+    from grader.command.cli import parser
 
     top = parser()
     sub = _subparsers(top)
@@ -138,15 +140,13 @@ def main(argv: list[str]) -> int:
     if "-h" in argv or "--help" in argv:
         print(__doc__)
         return 0
-    new = page()
-    if "--check" in argv:
-        if not PAGE.exists() or PAGE.read_text() != new:
-            print("docs/cli.md is stale: run python tools/cli_reference.py")
-            return 1
-        return 0
-    PAGE.write_text(new)
-    print(f"wrote {PAGE.relative_to(REPO)}")
-    return 0
+    return write_or_check(
+        PAGE,
+        page(),
+        "--check" in argv,
+        "docs/cli.md is stale: run python tools/cli_reference.py",
+        f"wrote {PAGE.relative_to(REPO)}",
+    )
 
 
 if __name__ == "__main__":

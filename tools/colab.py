@@ -35,15 +35,19 @@ clones the whole repository and builds ``student/pyproject.toml`` in that clone,
 ``course/`` from the folder beside it; the wheel holds ``course`` with its data and checkpoints,
 nothing of ``grader/``, ``judge/`` or the answers.
 
-Only a cell that has been seen to work is written. ``tests/test_pip_install.py`` (deep) clones
-the repository's current commit, runs this very cell (the repository replaced by
-``file://CLONE@COMMIT``) in a fresh virtual environment, where the cell runs a real pip, then
-imports the course and runs A's visible tests; then, and only then, it records the cell it ran
-in :data:`TESTED` (the install line's template and the cell's SHA-256, the repository left as
-``{repository}``). This tool refuses (exit 1, saying what to run) to write a cell that differs
-from that record: a change to the install line or to the cell's code must first pass the real
-install. The record says which form worked, not that a given address is reachable: no network
-is needed to write the notebooks.
+Only a cell that has been seen to work is written. ``python -m tests.install_record``
+(tests/install_record.py) clones the repository's current commit, runs this very cell (the
+repository replaced by ``file://CLONE@COMMIT``) in a fresh virtual environment, where the cell
+runs a real pip, then imports the course and runs A's visible tests; then, and only then, it
+writes :data:`TESTED`: what the venv's metadata says was installed (every distribution's version,
+a hash of their RECORD files), from where (pip's indexes and links, the commit, a hash of
+``student/``), the cell's SHA-256 (the repository left as ``{repository}``), the visible tests and
+their outcomes, Python's and pip's versions, the date. ``tests/test_pip_install.py`` (deep) runs
+the same install and writes its record in its own temporary folder, never this one. This tool
+refuses (exit 1, saying what to run) to write a cell while the record is not of this cell and of
+this ``student/``: a change to the install cell or to the student part's build must first pass
+the real install. The record says which form worked, not that a given address is reachable: no
+network is needed to write the notebooks.
 """
 
 from __future__ import annotations
@@ -51,7 +55,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -70,10 +76,29 @@ GRADING_ERROR = "the grading kernel cannot import the course: nothing was instal
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"  # pytorch.org's selector: Linux, pip, CPU
 
 
+RECORD_COMMAND = ".venv/bin/python -m tests.install_record"
 RECORD_NOTE = (
-    "Written by tests/test_pip_install.py after a real pip install with this cell worked; "
-    "tools/colab.py writes no other cell."
+    f"Written by `{RECORD_COMMAND}` after a real pip install of this cell worked and A's visible "
+    "tests passed there (tests/install_record.py); tools/colab.py writes no other cell."
 )
+# What a record of the real install holds (tests/install_record.py writes it), with its type.
+RECORD_FIELDS = {
+    "note": str,
+    "date": str,
+    "commit": str,
+    "student_sha256": str,
+    "cell_sha256": str,
+    "install_line": str,
+    "python": str,
+    "pip": str,
+    "indexes": list,
+    "links": list,
+    "torch_index": str,
+    "constraints": str,
+    "installed": list,
+    "installed_record_sha256": str,
+    "visible_tests": dict,
+}
 
 
 class Untested(Exception):
@@ -148,26 +173,83 @@ def check_cell_source(notebook: str) -> str:
     )
 
 
-def cell_record() -> dict[str, str]:
-    """What :data:`TESTED` holds once the deep test has seen this cell work: the install line's
-    template and the SHA-256 of the cell with the repository left as ``{repository}``."""
-    cell = install_cell_source("{repository}")
-    return {"install_line": INSTALL_LINE, "cell_sha256": hashlib.sha256(cell.encode()).hexdigest()}
+def cell_sha256() -> str:
+    """The SHA-256 of the install cell with the repository left as ``{repository}``."""
+    return hashlib.sha256(install_cell_source("{repository}").encode()).hexdigest()
 
 
-def untested() -> str:
-    """Why the cell may not be written ("" when the deep test has recorded it as working)."""
+def student_sha256(root: Path | None = None) -> str:
+    """The SHA-256 of ``student/`` as pip builds it in ``root`` (a work tree, :data:`REPO` by
+    default): every file of it that git tracks, by path and content."""
+    root = root or REPO
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--", "student"], cwd=root, capture_output=True, text=True
+    )
+    if listed.returncode != 0 or not listed.stdout:
+        raise ValueError(f"{root} has no student/ tracked by git: {listed.stderr.strip()}")
+    digest = hashlib.sha256()
+    for name in sorted(listed.stdout.strip("\0").split("\0")):
+        path = root / name
+        content = path.read_bytes() if path.is_file() else b"(missing)"
+        digest.update(f"{name}\0{hashlib.sha256(content).hexdigest()}\n".encode())
+    return digest.hexdigest()
+
+
+def student_version(root: Path | None = None) -> str:
+    """The student distribution's version in ``root``'s ``student/pyproject.toml``."""
+    with open((root or REPO) / "student" / "pyproject.toml", "rb") as handle:
+        return tomllib.load(handle)["project"]["version"]
+
+
+def record_faults(record: object, root: Path | None = None) -> list[str]:
+    """Why ``record`` is not the real install's record of this cell and of ``root``'s
+    ``student/`` (none when it is): a field missing, another cell, another ``student/``, the
+    course not among what was installed, no visible test or one that did not pass."""
+    if not isinstance(record, dict):
+        return ["it holds no record"]
+    faults = [
+        f"it has no {name!r} ({kind.__name__})"
+        for name, kind in RECORD_FIELDS.items()
+        if not isinstance(record.get(name), kind)
+    ]
+    if faults:
+        return faults
+    if record["install_line"] != INSTALL_LINE or record["cell_sha256"] != cell_sha256():
+        faults.append(f"the install cell (line {INSTALL_LINE!r}) is not the one it installed with")
+    commit = record["commit"][:12]
+    if record["student_sha256"] != student_sha256(root):
+        faults.append(f"student/ is not the one it installed (from commit {commit})")
+    course = f"{DISTRIBUTION}=={student_version(root)}"
+    if course not in record["installed"]:
+        faults.append(f"{course} is not among what it installed")
+    if not any(str(name).startswith("torch==") for name in record["installed"]):
+        faults.append("torch is not among what it installed")
+    outcomes = record["visible_tests"]
+    failed = [name for name, outcome in outcomes.items() if outcome != "passed"]
+    if not outcomes or failed:
+        faults.append(
+            f"the visible tests did not all pass there ({len(failed)} of {len(outcomes)})"
+        )
+    return faults
+
+
+def untested(path: Path | None = None, root: Path | None = None) -> str:
+    """Why the cell may not be written ("" when the record at ``path``, :data:`TESTED` by
+    default, is the real install's record of this cell and of ``root``'s ``student/``)."""
+    path = path or TESTED
     try:
-        recorded = json.loads(TESTED.read_text())
+        record = json.loads(path.read_text())
     except (OSError, ValueError):
-        recorded = {}
-    if {k: recorded.get(k) for k in cell_record()} == cell_record():
+        record = None
+    faults = record_faults(record, root)
+    if not faults:
         return ""
+    shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
     return (
-        f"the install cell (line {INSTALL_LINE!r}) has not been seen to work: "
-        f"{TESTED.relative_to(REPO)} records another. Run the real install, "
-        "`.venv/bin/python -m pytest -n 0 -m deep tests/test_pip_install.py`, which records "
-        "the cell when it worked; commit the record, then run this tool again"
+        f"the install cell has not been seen to work as it is: {shown}, the real install's "
+        f"record, says otherwise ({'; '.join(faults)}). Run the real install, `{RECORD_COMMAND}` "
+        "(a fresh venv, pip on a clone of this commit, A's visible tests: 1 to 2 minutes), which "
+        "writes the record only when all of it worked; commit the record, then run this tool again"
     )
 
 
@@ -271,10 +353,9 @@ in and read your feedback: [the student's guide](../student/GUIDE.md#2-a-colab-l
 |---|---|---|
 {rows}
 
-The address is set in one place, `REPOSITORY` in `tools/colab.py`: `python tools/colab.py`
-rewrites the notebooks' first cells and this page, and `course release` carries the cells to
-`release/`. It writes only a cell that `tests/test_pip_install.py` (`make test-deep`) has seen
-install the course from a clone (`tools/install_tested.json`).
+The address is `REPOSITORY` in `tools/colab.py`: `python tools/colab.py` rewrites the
+notebooks' first cells and this page; `course release` carries them to `release/`. It writes
+only a cell a real install has seen work (`python -m tests.install_record`).
 """
 
 

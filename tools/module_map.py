@@ -16,6 +16,8 @@ import re
 import sys
 from pathlib import Path
 
+from generated_page import write_or_check  # tools/, as when the script runs
+
 REPO = Path(__file__).resolve().parents[1]
 LAYOUT = REPO / "docs" / "layout.md"
 PACKAGES = ("course", "judge", "grader")  # the three programs, in the order the page gives them
@@ -76,16 +78,13 @@ def main(argv: list[str]) -> int:
     if unknown:
         print(f"module_map.py: unknown argument {unknown[0]}; see --help", file=sys.stderr)
         return 2
-    text = LAYOUT.read_text()
-    new = rewritten(text)
-    if "--check" in argv:
-        if new != text:
-            print("docs/layout.md's module map is stale: run python tools/module_map.py")
-            return 1
-        return 0
-    LAYOUT.write_text(new)
-    print(f"wrote the map of {len(modules())} modules into {LAYOUT.relative_to(REPO)}")
-    return 0
+    return write_or_check(
+        LAYOUT,
+        rewritten(LAYOUT.read_text()),
+        "--check" in argv,
+        "docs/layout.md's module map is stale: run python tools/module_map.py",
+        f"wrote the map of {len(modules())} modules into {LAYOUT.relative_to(REPO)}",
+    )
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from grader.coordinator import selfstudy_cells
+from grader.selfstudy import selfstudy_cells
 
 REPO = Path(__file__).resolve().parents[1]
 WORK = "work"

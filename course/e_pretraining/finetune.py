@@ -107,7 +107,9 @@ def train_classifier(
         raise ValueError("the model has no trainable parameter: nothing would learn")
     torch.manual_seed(seed)
     order_gen = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    # fused on the CPU: one kernel per tensor instead of a dozen (a fifth of a small step)
+    fused = device_of(model).type == "cpu" or None
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=fused)
     history = ClassifierHistory(trainable=sum(p.numel() for p in params))
     history.epochs.append(0)
     history.train_loss.append(math.nan)
@@ -150,6 +152,64 @@ def _train_epoch(
         total += loss.detach()
         done += 1
     return float(total) / done
+
+
+class FrozenStates:
+    """The hidden states of a frozen base, each sentence's computed once and kept.
+
+    A frozen base gives a sentence the same states at every epoch, seed and number of labels,
+    so computing them once leaves only the head to train. :meth:`attach` makes a language
+    model's ``encode(src, src_mask)`` read the kept states of each row of ``src`` (its real
+    tokens: the row up to its padding), computing the missing ones in eval mode, without
+    dropout, under the causal mask it was given (a position's state does not depend on the
+    padding after it). The kept states belong to one set of weights: attach only copies of the
+    same frozen checkpoint to one :class:`FrozenStates`. Not for models trained together
+    (``torch.vmap`` cannot read a row's key).
+    """
+
+    def __init__(self, pad_id: int) -> None:
+        self.pad_id = pad_id
+        self.kept: dict[tuple[int, ...], torch.Tensor] = {}  # real token ids -> states (n, D)
+
+    def attach(self, lm: nn.Module, head: str = "decoder") -> bool:
+        """Make ``lm.encode`` read the kept states; ``False`` (nothing changed) when a parameter
+        of the base (every one but those of ``lm.<head>``) still requires a gradient."""
+        base = [p for name, p in lm.named_parameters() if not name.startswith(head + ".")]
+        if not base or any(p.requires_grad for p in base):
+            return False
+        compute = lm.encode
+
+        def encode(src: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
+            return self.states(lm, compute, src, src_mask)
+
+        lm.encode = encode
+        return True
+
+    def states(
+        self,
+        lm: nn.Module,
+        compute: Callable[..., torch.Tensor],
+        src: torch.Tensor,
+        src_mask: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """(B, L) right-padded ids -> (B, L, D) states: the kept ones, zeros after each row's
+        real tokens; rows not seen before computed by ``compute`` (the base's own encode)."""
+        real = (src != self.pad_id).sum(1).tolist()  # (B,) real tokens, padding on the right
+        keys = [tuple(row[:n]) for row, n in zip(src.tolist(), real, strict=True)]
+        new = list({key: b for b, key in enumerate(keys) if key not in self.kept}.values())
+        if new:
+            was_training = lm.training
+            lm.eval()
+            with torch.no_grad():
+                hidden = compute(src[new], src_mask)  # (b, L, D)
+            lm.train(was_training)
+            for row, b in zip(hidden, new, strict=True):
+                self.kept[keys[b]] = row[: real[b]].clone()
+        rows = [self.kept[key] for key in keys]
+        out = torch.zeros(src.size(0), src.size(1), rows[0].size(-1), device=rows[0].device)
+        for b, row in enumerate(rows):
+            out[b, : row.size(0)] = row
+        return out
 
 
 def train_classifiers(

@@ -93,6 +93,7 @@ class FitReader(nn.Module):
         unigram: torch.Tensor,
         n_classes: int = 2,
         keep_features: bool = False,
+        kept: dict[tuple[int, ...], torch.Tensor] | None = None,
     ) -> None:
         super().__init__()
         self.lm, self.causal_mask = lm.requires_grad_(False), causal_mask
@@ -102,7 +103,11 @@ class FitReader(nn.Module):
         # keep_features: each sentence's three numbers computed once and kept (the frozen model
         # in eval mode gives a sentence the same numbers at every step). It saves most of the
         # time of a run of 200 steps over a few labels; not for models trained together (vmap).
-        self.kept: dict[tuple[int, ...], torch.Tensor] | None = {} if keep_features else None
+        # kept: a dict shared by the readers of one model (the same weights), which then compute
+        # each sentence once for all their runs (implies keep_features).
+        if kept is None and keep_features:
+            kept = {}
+        self.kept: dict[tuple[int, ...], torch.Tensor] | None = kept
 
     def features(self, src: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """src (B, L) right-padded ids, lengths (B,) -> (B, 3): mean and two lowest fits."""

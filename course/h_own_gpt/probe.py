@@ -67,8 +67,17 @@ def sample_visible(ns: dict, seed: int) -> object:
 
 
 def sample_hidden(ns: dict, seed: int) -> object:
-    cases = token_checks.sample_cases(seed)
-    return _each(token_checks.observe_sampling, student(ns, "sample_next"), cases)
+    """The grader's cases, and the cases of the notebook's own hidden test (which the judge reads
+    when the grader's fail: passing there too, the failure asks for a review, not a flag)."""
+    sampler = student(ns, "sample_next")
+    return {
+        "grader": _each(token_checks.observe_sampling, sampler, token_checks.sample_cases(seed)),
+        "notebook": _each(
+            token_checks.observe_sampling,
+            sampler,
+            token_checks.sample_cases(token_checks.NOTEBOOK_SEED),
+        ),
+    }
 
 
 def _merges(bpe_merges: Callable, case: tuple) -> object:

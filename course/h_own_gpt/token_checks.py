@@ -32,6 +32,7 @@ from course.testcells import check, expected_got, fail, mistake_key
 DRAWS = 4000  # rows per call: each case's frequencies come from this many draws
 
 SAMPLE_MISTAKES = ("TIES_DROPPED", "CROSSING_DROPPED", "TOP_P_ON_ALL", "TEMPERATURE_AFTER")
+NOTEBOOK_SEED = 2024  # the seed of the cases the notebook's own hidden test draws
 
 
 # ================================================================ sample_next
@@ -214,7 +215,7 @@ def observe_sampling(sample_next: Callable, case: dict) -> dict:
     }
 
 
-def _name(case: dict) -> str:
+def case_name(case: dict) -> str:
     return (
         f"sample_next(logits of {case['logits'].numel()} tokens, "
         f"temperature={case['temperature']}, top_k={case['top_k']}, top_p={case['top_p']})"
@@ -303,7 +304,7 @@ def judge_sampling(
     got: object, case: dict, probabilities: list[float], mistakes: dict[str, list[float]]
 ) -> None:
     """The draws of one case against the probabilities the contract gives (and the mistakes')."""
-    name = _name(case)
+    name = case_name(case)
     got = returned(got, name)
     assert isinstance(got, dict)
     draws = got["draws"]
@@ -332,6 +333,31 @@ def judge_sampling(
     check(
         isinstance(again, torch.Tensor) and torch.equal(again, draws) and got["untouched"],
         f"{name}: {named.GLOBAL_GENERATOR}",
+    )
+
+
+def numbers(got: object, probabilities: list[float]) -> str:
+    """The probabilities a case's draws came from beside the contract's: a line with the largest
+    difference and its token, then both rows (the frequencies of the draws when the sampler did
+    not draw by one torch.multinomial call; nothing but what it raised when it raised)."""
+    if not isinstance(got, dict) or not isinstance(got.get("draws"), torch.Tensor):
+        return f"no draws ({str(got.get('error', got) if isinstance(got, dict) else got)[:200]})"
+    probs, draws = torch.tensor(probabilities, dtype=torch.float64), got["draws"]
+    vocab = probs.numel()
+    if _drew_by_multinomial(got, draws, vocab):
+        what, row = "given to torch.multinomial", got["drawn_from"].double()
+    elif draws.dtype == torch.long and bool(((draws >= 0) & (draws < vocab)).all()):
+        what, row = f"frequencies of {draws.numel()} draws", torch.bincount(draws, minlength=vocab)
+        row = row.double() / max(draws.numel(), 1)
+    else:
+        return f"draws of dtype {draws.dtype}, ids outside 0..{vocab - 1} or not one per row"
+    gap = (row - probs).abs()
+    token = int(gap.argmax())
+    return (
+        f"largest difference {float(gap[token]):.2g} at token {token} ({what}: "
+        f"{float(row[token]):.6f}, the contract's: {float(probs[token]):.6f})\n"
+        f"  the contract's: {[round(p, 6) for p in probs.tolist()]}\n"
+        f"  the sampler's:  {[round(p, 6) for p in row.tolist()]}"
     )
 
 

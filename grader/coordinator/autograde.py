@@ -6,7 +6,7 @@ the scores are copied into the course gradebook as soon as the student is done, 
 time (:func:`grader.coordinator.grading.merge`), so parallel grading gives exactly the scores of a
 sequential run, and an interrupted run keeps every student merged so far. With a database server for
 a gradebook, or on a cluster, each private copy starts from an sqlite snapshot of the one assignment
-(:func:`grader.coordinator.gradebook.snapshot`).
+(:func:`grader.books.gradebook.snapshot`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from grader.coordinator import gradebook, grading, nbgrader_run
+from grader.books import gradebook
+from grader.coordinator import grading, nbgrader_run
 from grader.coordinator.cluster import grade_class
 from grader.coordinator.grading import Graded
 from grader.coordinator.job import GradingJob
@@ -77,7 +78,7 @@ def autograde(
     chosen = _chosen(root, assignment, students)
     _prepare(unsafe_no_sandbox)
     with tempfile.TemporaryDirectory(prefix="course-snapshot-") as folder:
-        # The workers copy a snapshot of the one assignment (grader.coordinator.gradebook).
+        # The workers copy a snapshot of the one assignment (grader.books.gradebook).
         job = _job(root, assignment, url, Path(folder), jobs, not unsafe_no_sandbox, None)
         return grade_class(job, chosen, cluster, url, progress)
 
@@ -185,7 +186,7 @@ def _job(
 ) -> GradingJob:
     """How ``assignment`` is graded in this run. Without an sqlite gradebook to start from
     (``main_db`` None: a database server, or a cluster), each private copy starts from a snapshot of
-    the one assignment, written into ``folder`` (:func:`grader.coordinator.gradebook.snapshot`).
+    the one assignment, written into ``folder`` (:func:`grader.books.gradebook.snapshot`).
     """
     if main_db is None:
         main_db = gradebook.snapshot(url, assignment, folder / f"{assignment}.db")

@@ -5,7 +5,7 @@
 to a Dask worker as one task. The task carries everything the worker needs and nothing more: the
 submission's files, the assignment's source notebooks (for the tampering scan), the course
 configuration, the limits, and the sqlite snapshot of the one assignment in the gradebook
-(:mod:`grader.coordinator.gradebook`). The worker grades it exactly as local grading does (a scratch
+(:mod:`grader.books.gradebook`). The worker grades it exactly as local grading does (a scratch
 course, ``nbgrader autograde`` within the limits, the kernel in bubblewrap, the trusted judge;
 :func:`grader.coordinator.grading.grade_one`) and returns the autograded notebooks, its private
 gradebook and the report lines. The coordinator merges each result as it arrives, one at a time

@@ -17,7 +17,7 @@ from pathlib import Path
 from nbformat import NotebookNode
 from nbgrader.preprocessors import ClearHiddenTests
 
-from grader.coordinator.nbgrader_api import check_result, nbgrader_api
+from grader.books.nbgrader_api import check_result, nbgrader_api
 from grader.shared.paths import CourseError, load_config, require_assignment
 
 HIDDEN_NOTE = "# (hidden tests were run here; their code is not shown)"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from nbgrader.api import Gradebook
 
-from grader.coordinator.gradebook import sqlite_file
+from grader.books.gradebook import sqlite_file
 from grader.shared.paths import CourseError, db_url
 
 

@@ -20,7 +20,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.coordinator import deadlines, gradebook, nbgrader_run, scratch
+from grader.books import deadlines, gradebook
+from grader.coordinator import nbgrader_run, scratch
 from grader.coordinator.job import GradingJob
 from grader.shared import quota, records, report, verification
 from grader.shared.finish import finish_notebook

@@ -1,4 +1,4 @@
-"""One ``nbgrader autograde`` process for one submission, within its limits.
+"""One submission's ``nbgrader autograde`` process: run within its limits.
 
 The process runs in the submission's scratch course (:mod:`grader.coordinator.scratch`) against the
 private gradebook there. It is started through :mod:`grader.sandbox.rlimits`, a wrapper that sets

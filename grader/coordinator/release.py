@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grader.coordinator.nbgrader_api import check_result, nbgrader_api
+from grader.books.nbgrader_api import check_result, nbgrader_api
 from grader.shared import reference_run
 from grader.shared.notebooks import read_notebook
 from grader.shared.paths import require_assignment

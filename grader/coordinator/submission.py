@@ -1,4 +1,4 @@
-"""Build a student's submission from a short description of what the student wrote.
+"""A student's submission, built from a short description: what the student wrote.
 
 A description is a YAML file::
 

@@ -45,7 +45,7 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import Gradebook
 
-from grader.coordinator import gradebook
+from grader.books import gradebook
 from grader.lms import LMS_NAMES, archive, roster, system, worksheet
 from grader.lms.base import LmsFile, LmsSystem
 from grader.shared.paths import CourseError, db_url, release_notebooks, require_assignment

@@ -32,7 +32,7 @@ from nbgrader.plugins import ExportPlugin
 from nbgrader.preprocessors import AssignLatePenalties
 from traitlets import Enum
 
-from grader.coordinator.gradebook import sqlite_file
+from grader.books.gradebook import sqlite_file
 from grader.lms import LMS_NAMES, system
 from grader.shared.paths import CourseError, db_url, load_config
 

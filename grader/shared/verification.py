@@ -196,14 +196,16 @@ def judge_notebooks(
 
 
 # The start of a reason that asks an instructor to look, not a flag: the kernel's check and the
-# judge's disagree on a check decided by random draws (course.contract.STATISTICAL).
+# judge's disagree on a check decided by random draws, or on cases the notebook's own test does
+# not hold (course.contract.REVIEW_KEYS).
 REVIEW = "not graded, for review:"
 
 
 def apply_verdicts(row: SubmittedNotebook, verification: Verification) -> list[str]:
     """The judge's verdicts stand: every test cell of the gradebook's ``row`` (a submitted notebook)
     whose points they do not uphold earns nothing and the notebook is flagged; a cell they fail on a
-    statistical check only (:func:`for_review`) keeps its points as needing a manual grade. Returns
+    statistical check, or on the grader's cases only (:func:`for_review`), keeps its points as
+    needing a manual grade. Returns
     why, one reason per such cell (empty: the notebook keeps its points)."""
     scores = {grade.name: grade.auto_score for grade in row.grades}
     overruled = disagreements(verification, scores)
@@ -232,31 +234,36 @@ def disagreements(verification: Verification, scores: dict[str, float]) -> dict[
     for cell in earned:
         reason = verification.verdicts.get(cell)
         # None: passes; absent: not an autograded test the judge knows; a statistical check's
-        # failure asks for a review (for_review)
-        if reason and not _statistical(verification, cell):
+        # failure, or one on the grader's cases only, asks for a review (for_review)
+        if reason and not _review(verification, cell):
             found[cell] = f"passed in the notebook but fails the trusted check: {reason}"
     return found
 
 
 def for_review(verification: Verification, scores: dict[str, float]) -> dict[str, str]:
     """Test cells that earned points in the kernel and fail in the judge on a check decided by
-    random draws (the mistake's key starts with :data:`course.contract.STATISTICAL`): chance can
-    part the two, so an instructor decides; with the reason."""
+    random draws (the mistake's key starts with :data:`course.contract.STATISTICAL`: chance can
+    part the two), or on the grader's cases only, the notebook's own passing in the judge too
+    (:data:`course.contract.CASES_DIFFER`): an instructor decides; with the reason."""
     if verification.refused:
         return {}
     return {
-        cell: f"passed in the notebook, the trusted check's draws disagree: {reason}"
+        cell: f"passed in the notebook, the trusted check's {what} disagree: {reason}"
         for cell, points in sorted(scores.items())
         if points
         and points > 0
         and (reason := verification.verdicts.get(cell))
-        and _statistical(verification, cell)
+        and (what := _review(verification, cell))
     }
 
 
-def _statistical(verification: Verification, cell: str) -> bool:
+def _review(verification: Verification, cell: str) -> str:
+    """What parts the kernel and the judge on ``cell`` when its failure asks for a review: "draws"
+    or "cases" (empty: a failure that stands)."""
     key = str(verification.mistakes.get(cell, {}).get("key", ""))
-    return key.startswith(contract.STATISTICAL)
+    if key.startswith(contract.STATISTICAL):
+        return "draws"
+    return "cases" if key.startswith(contract.CASES_DIFFER) else ""
 
 
 def settle(

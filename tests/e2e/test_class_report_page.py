@@ -16,7 +16,7 @@ from labui import screenshot
 from nbgrader.api import Gradebook
 from playwright.sync_api import Browser
 
-from grader.coordinator.cli import main
+from grader.command.cli import main
 from grader.shared.paths import db_url
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from nbgrader import utils
 
-from grader.coordinator import selfcheck
+from grader.selfstudy import selfcheck
 from grader.shared.notebooks import read_notebook
 from grader.shared.paths import CourseError, assignments
 

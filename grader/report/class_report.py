@@ -5,7 +5,7 @@ answers graded by hand so far), ``grading_report.csv`` (flagged, timed out, over
 with the reason), the records of grading (:mod:`grader.shared.records`: each submission's time, and
 the trusted judge's verdict and mistake key of every test cell), the release and the submitted
 notebooks (which solution cells were left as given; the solution code compared by
-:mod:`grader.coordinator.similarity`). :mod:`grader.coordinator.class_report_html` writes the page.
+:mod:`grader.report.similarity`). :mod:`grader.report.class_report_html` writes the page.
 
 An *exercise* is a group of autograded test cells ``test_X_visible`` / ``test_X_hidden`` (the
 course's naming, checked by ``tests/test_layout.py``'s notebooks) with the code solution cells
@@ -30,8 +30,9 @@ from nbgrader.api import (
 from nbgrader.api import Grade as GradeRow
 
 from course import contract
-from grader.coordinator import similarity, submission
-from grader.coordinator.gradebook import sqlite_file
+from grader.books.gradebook import sqlite_file
+from grader.coordinator import submission
+from grader.report import similarity
 from grader.shared import records, report
 from grader.shared.notebooks import read_notebook
 from grader.shared.paths import CourseError, db_url, release_notebooks, require_assignment
@@ -262,7 +263,7 @@ def near_published_solution(
 ) -> list[similarity.NearSolution]:
     """The exercises where a student's code is as close to the published solution (``source/``,
     which an open course's upstream repository holds) as a copy is
-    (:func:`grader.coordinator.similarity.near_published`); the lines of the release's stubs
+    (:func:`grader.report.similarity.near_published`); the lines of the release's stubs
     left out of both."""
     solutions: dict[str, list[similarity.Token]] = {}
     code: dict[str, dict[str, list[similarity.Token]]] = defaultdict(dict)

@@ -1,4 +1,4 @@
-"""A fix in the middle of a term: what a new release of an assignment changes, and whose points a
+"""A fix mid-term: what a new release of an assignment changes, and whose points a
 regrade moved.
 
 ``course release ASSIGNMENT`` on an assignment that has submissions first says what the new release
@@ -6,7 +6,7 @@ would change (:func:`changes`: each cell, as a student sees it in release/, or a
 as the gradebook keeps it) and releases only with ``--force``. Each release with changes is logged
 in ``releases.json`` (the time and the cells), so that the term's guide can say who handed in
 before a fix. ``course regrade ASSIGNMENT`` grades every submission again: hand grades and comments
-are kept (nbgrader keeps them; :mod:`grader.coordinator.gradebook` copies them), and
+are kept (nbgrader keeps them; :mod:`grader.books.gradebook` copies them), and
 :func:`moved` reports each student whose points changed.
 """
 
@@ -22,10 +22,10 @@ from pathlib import Path
 from nbgrader.api import Gradebook, MissingEntry
 from traitlets.config import Config
 
-from grader.coordinator.address import address_notebooks
-from grader.coordinator.nbgrader_api import check_result, nbgrader_api
+from grader.books.nbgrader_api import check_result, nbgrader_api
 from grader.shared.notebooks import read_notebook
 from grader.shared.paths import CONFIG_FILE, db_url, submitted_students
+from grader.term.address import address_notebooks
 
 LOG = "releases.json"
 

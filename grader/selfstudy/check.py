@@ -1,27 +1,31 @@
-"""``course check NOTEBOOK``: run a notebook as the grader would and explain every failed test.
+"""``course check NOTEBOOK`` in a clone: the student part's check with the hidden tests added.
 
 nbgrader's ``validate`` prints the failing cells but always exits 0 and gives no points. This runs
-the notebook the same way (``NBGRADER_EXECUTION=validate``, so long cells are short), then reports
-each test cell: passed or failed, with the check's message (what was expected and what came), the
-points earned of the points available, and an exit code: 0 when every visible test passes, 1 when
-one fails. Hidden tests are not in a student's copy; they run at grading, or, for a self-learner
-in a clone of the course, here (:mod:`grader.coordinator.selfcheck`).
+the notebook with the student part's one runner (:func:`course.check.run_code`), in nbgrader's
+validate mode (``NBGRADER_EXECUTION=validate``, so long cells are short), then reports each test
+cell: passed or failed, with the check's message (what was expected and what came), the points
+earned of the points available, and an exit code: 0 when every visible test passes, 1 when one
+fails. Hidden tests are not in a student's copy; they run at grading, or, for a self-learner in a
+clone of the course, here (:mod:`grader.selfstudy.selfcheck`).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import nbformat
 from nbformat import NotebookNode
 from nbgrader import utils
-from nbgrader.preprocessors import Execute
 
-from grader.coordinator import selfcheck
+from course import check as runner
+from grader.selfstudy import selfcheck
 from grader.shared.notebooks import read_notebook
 from grader.shared.paths import use_this_python
 
-NOT_IMPLEMENTED = "not implemented yet: replace `raise NotImplementedError()` with your code"
+NOT_IMPLEMENTED = runner.NOT_IMPLEMENTED
+has_code = runner.has_code
 
 
 @dataclass
@@ -37,26 +41,9 @@ class CellReport:
     hidden: bool = False  # a test cell whose hidden tests ran (a self-learner's check)
 
 
-# By the name nbgrader's configuration uses: the coordinator loads no plugin module itself.
-ISOLATED = "grader.nbgrader.kernels.IsolatedKernelManager"
-
-
 def error_message(cell: NotebookNode) -> str:
-    """The student-facing message of a failed test cell."""
-    for output in cell.get("outputs", []):
-        if output.get("output_type") == "error":
-            name, value = output.get("ename", ""), output.get("evalue", "")
-            if name == "NotImplementedError":
-                return NOT_IMPLEMENTED
-            if name in {"GradingError", "AssertionError"} and value:
-                return value
-            return f"{name}: {value}" if value else name
-        if output.get("output_type") == "stream" and output.get("name") == "stderr":
-            return (
-                "the cell wrote to stderr (a warning counts as a failure when graded): "
-                + "".join(output.get("text", "")).strip().splitlines()[0][:200]
-            )
-    return "failed"
+    """The student-facing message of a failed test cell (:func:`course.check.message`)."""
+    return runner.message(cell.get("outputs", [])) or "failed"
 
 
 def edited(cell: NotebookNode) -> bool:
@@ -67,17 +54,15 @@ def edited(cell: NotebookNode) -> bool:
 
 
 def execute(nb: NotebookNode, folder: Path, timeout: int = 120) -> NotebookNode:
-    """Run every cell as nbgrader's validate does (errors do not stop the run)."""
+    """Run every cell as nbgrader's validate does (errors do not stop the run), with the student
+    part's runner; each code cell's outputs are written into ``nb``."""
     use_this_python()
-    with utils.setenv(NBGRADER_VALIDATING="1", NBGRADER_EXECUTION="validate"):
-        runner = Execute(timeout=timeout, kernel_manager_class=ISOLATED)
-        nb, _ = runner.preprocess(nb, {"metadata": {"path": str(folder)}})
+    env = dict(os.environ, NBGRADER_VALIDATING="1", NBGRADER_EXECUTION="validate")
+    ran = runner.run_code(nb.cells, folder, env, timeout)
+    for cell, outputs in zip(nb.cells, ran, strict=True):
+        if cell.cell_type == "code":
+            cell.outputs = [nbformat.from_dict(output) for output in outputs]
     return nb
-
-
-def has_code(source: str) -> bool:
-    """True unless every line is blank or a comment (a test cell whose tests are all hidden)."""
-    return any(line.strip() and not line.strip().startswith("#") for line in source.splitlines())
 
 
 def report(nb: NotebookNode, hidden: frozenset[str] = frozenset()) -> list[CellReport]:
@@ -163,7 +148,7 @@ def check(path: Path, timeout: int = 120) -> tuple[int, str]:
     """Run and report ``path``; return (exit code, text). Exit 1 if a test cell fails.
 
     In a clone, for a learner's own copy, the hidden tests run too, and the outcome per exercise
-    is recorded beside the notebook (:mod:`grader.coordinator.selfcheck`).
+    is recorded beside the notebook (:mod:`grader.selfstudy.selfcheck`).
     """
     nb = read_notebook(path)
     clone = selfcheck.find_clone(path)

@@ -1,4 +1,4 @@
-"""Due dates, extensions and lateness, kept where nbgrader keeps them.
+"""Due dates, extensions and lateness: kept where nbgrader keeps them.
 
 - ``course due ASSIGNMENT "2026-10-05 17:00" [--timezone ZONE]``: the assignment's due date in the
   gradebook (nbgrader stores it in UTC).

@@ -17,7 +17,7 @@ chose (a variable, a function, an argument) becomes ``V``, every number ``N`` an
 ``S``, so that renaming, re-commenting and reformatting change nothing; keywords, operators,
 builtins, the libraries' names (``torch``, ``nn``...) and attributes after a dot (``.tril``,
 ``.masked_fill``) are kept, so that two solutions calling different functions differ. What the
-release gives is left out before (:func:`grader.coordinator.class_report` keeps the solution cells
+release gives is left out before (:func:`grader.report.class_report` keeps the solution cells
 only and drops the lines of their stubs). A passage of the instructor's own solution counts for no
 pair (short exercises have an idiomatic answer, which honest students find too), nor does a
 fingerprint found in more than :func:`common_limit` submissions: a passage many students write

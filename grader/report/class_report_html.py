@@ -1,6 +1,6 @@
 """The class report's page: one self-contained HTML file (figures embedded as PNG, no script, no
 server), links to the students' feedback relative to the page. The data:
-:mod:`grader.coordinator.class_report`.
+:mod:`grader.report.class_report`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import statistics
 from html import escape
 from pathlib import Path
 
-from grader.coordinator import similarity
-from grader.coordinator.class_report import ClassData, Exercise, Mistake, gather
+from grader.report import similarity
+from grader.report.class_report import ClassData, Exercise, Mistake, gather
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222;padding:0 1em}
@@ -32,7 +32,7 @@ overflow-x:auto;background:#fafafa;padding:.4em} .shared{background:#fde9a8;disp
 
 
 def write(root: Path, assignment: str, out: Path, threshold: float) -> Path:
-    """Gather ``assignment``'s class (:func:`grader.coordinator.class_report.gather`) and write its
+    """Gather ``assignment``'s class (:func:`grader.report.class_report.gather`) and write its
     page at ``out``."""
     data = gather(root, assignment, threshold)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ import argparse
 import os
 from pathlib import Path
 
-from grader.shared.paths import CourseError, assignments, require_assignment
+from grader.shared.paths import CourseError, assignments
 
 
 def add_parsers(sub: argparse._SubParsersAction, jobs_default: int) -> None:
@@ -77,7 +77,7 @@ def add_parsers(sub: argparse._SubParsersAction, jobs_default: int) -> None:
 
 def address(root: Path, args: argparse.Namespace) -> int:
     """``course address [URL | clone]``."""
-    from grader.coordinator import address as where  # loads nbgrader: once chosen
+    from grader.term import address as where  # loads nbgrader: once chosen
 
     if args.address:
         print(where.set_address(root, args.address))
@@ -90,40 +90,16 @@ def address(root: Path, args: argparse.Namespace) -> int:
 def release(root: Path, args: argparse.Namespace) -> int:
     """``course release [ASSIGNMENT] [--force] [--clone-only]``: exit 1 when an assignment with
     submissions would change and ``--force`` is not given (nothing is written then)."""
-    from grader.coordinator import address as where  # loads nbgrader: once chosen
-    from grader.coordinator import midterm, pipeline  # loads nbgrader: once chosen
-    from grader.coordinator.release import worth  # (nbgrader too)
+    from grader.term import commands  # loads nbgrader: once chosen
 
     chosen = [args.assignment] if args.assignment else assignments(root)
-    for name in chosen:
-        require_assignment(root, name)
-    address = where.require(root, args.clone_only)
-    held = 0
-    for name in chosen:
-        handed_in = midterm.has_submissions(root, name)
-        lines = midterm.changes(root, name, address) if handed_in else []
-        if lines and not args.force:
-            print(f"{name}: {len(handed_in)} students have handed in; a release would change:")
-            print("\n".join(f"  {line}" for line in lines))
-            then = f"`course release {name} --force`, then `course regrade {name}`"
-            print(f"  nothing released: {then} (docs/term.md, a fix in the middle of a term)")
-            held += 1
-            continue
-        path = pipeline.release(root, name)
-        where.address_release(root, name, address)
-        print(f"{name} is worth {worth(root, name)}")
-        if lines:
-            midterm.log_release(root, name, lines)
-            print(f"released {path}: {len(lines)} cells changed; now `course regrade {name}`")
-        else:
-            print(f"released {path}")
-    return 1 if held else 0
+    return commands.release(root, chosen, args.force, args.clone_only)
 
 
 def publish(root: Path, args: argparse.Namespace) -> int:
     """``course publish DIR [ASSIGNMENT ...]``: the public copy of a graded class."""
-    from grader.coordinator import address as where  # loads nbgrader: once chosen
-    from grader.coordinator.publish import publish as write_public  # (nbgrader too)
+    from grader.term import address as where  # loads nbgrader: once chosen
+    from grader.term.publish import publish as write_public  # (nbgrader too)
 
     address = where.require(root)
     if address == where.CLONE:
@@ -135,7 +111,7 @@ def publish(root: Path, args: argparse.Namespace) -> int:
 
 def due(root: Path, args: argparse.Namespace) -> int:
     """``course due ASSIGNMENT DATE``."""
-    from grader.coordinator import deadlines  # loads nbgrader: once chosen
+    from grader.books import deadlines  # loads nbgrader: once chosen
 
     print(deadlines.set_due(root, args.assignment, deadlines.parse_due(args.date, args.timezone)))
     return 0
@@ -143,7 +119,7 @@ def due(root: Path, args: argparse.Namespace) -> int:
 
 def extension(root: Path, args: argparse.Namespace) -> int:
     """``course extension ASSIGNMENT STUDENT --hours N``."""
-    from grader.coordinator import deadlines  # loads nbgrader: once chosen
+    from grader.books import deadlines  # loads nbgrader: once chosen
 
     print(deadlines.set_extension(root, args.assignment, args.student, args.hours))
     return 0
@@ -151,22 +127,9 @@ def extension(root: Path, args: argparse.Namespace) -> int:
 
 def regrade(root: Path, args: argparse.Namespace) -> int:
     """``course regrade ASSIGNMENT``: every submission graded again; the points that moved."""
-    from grader.coordinator import midterm, pipeline  # loads nbgrader: once chosen
+    from grader.term import commands  # loads nbgrader: once chosen
 
-    before = midterm.scores(root, args.assignment)
-    if not before:
-        raise CourseError(f"nothing of {args.assignment} is graded yet: `course autograde` it")
-    by_hand = midterm.hand_graded(root, args.assignment)
-    results = pipeline.autograde(root, args.assignment, jobs=args.jobs)
-    failed = [g.student for g in results if not g.ok]
-    kept = midterm.keep_hand_graded(root, args.assignment, by_hand)
-    lines = midterm.moved(before, midterm.scores(root, args.assignment))
-    print(f"regraded {len(results)} submissions of {args.assignment}; {kept} written answers "
-          "graded by hand kept as graded, with their comments")  # fmt: skip
-    print("\n".join(lines) if lines else "no student's points changed")
-    if failed:
-        print(f"NOT GRADED (their earlier points kept): {', '.join(failed)}")
-    return 1 if failed else 0
+    return commands.regrade(root, args.assignment, args.jobs)
 
 
 def demo_folder(root: Path) -> Path:

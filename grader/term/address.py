@@ -176,7 +176,7 @@ def address_release(root: Path, assignment: str, address: str) -> list[Path]:
 def address_notebooks(folder: Path, address: str) -> list[Path]:
     """Write ``address`` into the package line of the first cell of each notebook in ``folder``
     (nothing for ``clone``); return the notebooks changed. ``course release`` applies it to the
-    scratch release it compares with (:func:`grader.coordinator.midterm.changes`) too."""
+    scratch release it compares with (:func:`grader.term.midterm.changes`) too."""
     changed = []
     if address == CLONE:
         return changed

@@ -44,8 +44,8 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.utils import notebook_hash
 from sqlalchemy.exc import OperationalError
 
-from grader.coordinator import deadlines
-from grader.coordinator.gradebook import sqlite_file
+from grader.books import deadlines
+from grader.books.gradebook import sqlite_file
 from grader.lms import LMS_NAMES, roster, system
 from grader.lms.collect import RECORD, download_folder, read_record
 from grader.lms.systems.canvas import ANONYMOUS

@@ -41,8 +41,8 @@ from pathlib import Path
 
 from nbgrader.api import Gradebook
 
-from grader.coordinator import address as where
 from grader.shared.paths import CourseError, db_url, require_assignment
+from grader.term import address as where
 
 PACKAGES = ("course", "student")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "build", "*.egg-info")

@@ -1,7 +1,7 @@
 """The ``course`` command: nbgrader's pipeline for this course, one sub-command per job.
 
 Every sub-command and option, with its help: docs/cli.md (written from this parser). The ones of a
-term (address, release, due, extension, regrade, publish) are in :mod:`grader.coordinator.cli_term`.
+term (address, release, due, extension, regrade, publish) are in :mod:`grader.command.cli_term`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from grader.coordinator import cli_term, lab  # the standard library and grader.shared only
+from grader.command import cli_term
+from grader.coordinator import lab  # the standard library and grader.shared only
 from grader.lms import LMS_NAMES
 from grader.shared import report  # lab: the standard library and grader.shared.paths only
 from grader.shared.paths import CourseError, assignments, find_root, use_this_python
@@ -217,7 +218,7 @@ def _lab(args: argparse.Namespace) -> None:
 
 def _check(args: argparse.Namespace) -> int:
     """``course check NOTEBOOK``: the student's self-check."""
-    from grader.coordinator import check  # loads nbgrader: once this command is chosen (run())
+    from grader.selfstudy import check  # loads nbgrader: once this command is chosen (run())
 
     code, text = check.check(args.notebook, timeout=args.timeout)
     print(text)
@@ -225,8 +226,8 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _progress(root: Path, args: argparse.Namespace) -> int:
-    """``course progress``: grader/coordinator/progress.py."""
-    from grader.coordinator import progress  # loads nbgrader: once this command is chosen (run())
+    """``course progress``: grader/selfstudy/progress.py."""
+    from grader.selfstudy import progress  # loads nbgrader: once this command is chosen (run())
 
     print(progress.progress(root))
     return 0
@@ -272,7 +273,8 @@ def _grades(root: Path, args: argparse.Namespace) -> int:
             "table's CSV: --csv)"
         )
     # these load nbgrader: imported once this command is chosen (run())
-    from grader.coordinator import deadlines, pipeline
+    from grader.books import deadlines  # (nbgrader too)
+    from grader.coordinator import pipeline  # (nbgrader too)
 
     rows = pipeline.grade_rows(root)
     print(pipeline.format_grade_table(rows))
@@ -305,8 +307,9 @@ def _demo(root: Path, args: argparse.Namespace) -> int:
 def _lms_command(root: Path, args: argparse.Namespace) -> int:
     """``course collect``, ``course feedback [--zip]`` and ``course grades --lms``."""
     # these load nbgrader (see run()): imported once an LMS command is chosen
-    from grader.coordinator import final, pipeline  # load nbgrader: once this command is chosen
-    from grader.lms import collect, export, feedback_zip  # (nbgrader too)
+    from grader.coordinator import pipeline  # load nbgrader: once this command is chosen
+    from grader.lms import collect, feedback_zip  # (nbgrader too)
+    from grader.term import commands  # (nbgrader too)
 
     if args.command == "collect":
         done = collect.collect(
@@ -330,31 +333,22 @@ def _lms_command(root: Path, args: argparse.Namespace) -> int:
             for name in ([given] if "=" in given else given.split(","))  # a header may hold ","
             if name.strip()
         ]
-        names = [c.partition("=")[0].strip() for c in chosen]
-        waiting = final.require_final(root, names, args.allow_ungraded, args.lms)
-        written: set[tuple[str, str]] = set()
-        path, left = export.export(
-            root, args.lms, out, args.missing, chosen, args.gradebook, written
+        return commands.export_grades(
+            root, args.lms, out, args.missing, chosen, args.gradebook, args.allow_ungraded
         )
-        print(f"grades written to {path} for import into {args.lms.title()}")
-        for line in final.exported_anyway(waiting, written):
-            print(line)
-        for line in left:
-            print(f"  not written: {line}")
-        return 1 if left else 0
     return 0
 
 
 def _forget(root: Path, args: argparse.Namespace) -> int:
-    """``course forget STUDENT... [--yes]`` (grader/coordinator/forget.py)."""
-    from grader.coordinator import forget  # loads nbgrader: once this command is chosen (run())
+    """``course forget STUDENT... [--yes]`` (grader/term/forget.py)."""
+    from grader.term import forget  # loads nbgrader: once this command is chosen (run())
 
     return forget.command(root, args.students, args.yes)
 
 
 def _report(root: Path, args: argparse.Namespace) -> int:
     """``course report ASSIGNMENT``: the class page (docs/grading.md)."""
-    from grader.coordinator import class_report_html  # matplotlib: once this command is chosen
+    from grader.report import class_report_html  # matplotlib: once this command is chosen
 
     if not 0 < args.threshold <= 1:
         raise CourseError(f"--threshold is a share between 0 and 1, not {args.threshold}")

@@ -687,14 +687,22 @@ def test_nothing_outlives_grading(adversarial_class: Path) -> None:
 FORK_BOMB = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
 
 
-@pytest.mark.slow  # the bomb runs out its cell's 30 s: in the deep tier only
+BOMB_SECONDS = 12  # the bomb's cell limit: longer than the two other submissions' grading
+
+
+@pytest.mark.slow  # the bomb runs out its cell's time limit: in the deep tier only
 @pytest.mark.deep
 @pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
-def test_a_fork_bomb_is_contained(tmp_path: Path, warm: bool) -> None:
+def test_a_fork_bomb_is_contained(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, warm: bool
+) -> None:
     """A fork bomb, graded beside an honest submission as CI grades (root, whom the rlimit on
     processes spares): its kernel's cgroup stops it at the limit and keeps its share of the
     processors (grader/sandbox/cgroups.py): the honest submission, graded at the same time, keeps
-    every point, and the bomb earns none."""
+    every point, and the bomb earns none. The cell limit is the configured ceiling
+    (``COURSE_CELL_TIMEOUT``) of :data:`BOMB_SECONDS`, not A's 30 s: the bomb is capped all along,
+    so 30 s would prove nothing more."""
+    monkeypatch.setenv("COURSE_CELL_TIMEOUT", str(BOMB_SECONDS))
     root = make_course_copy(tmp_path / "course")
     pipeline.release(root, ASSIGNMENT)
     demo.build_class(root, ASSIGNMENT)
@@ -713,4 +721,5 @@ def test_a_fork_bomb_is_contained(tmp_path: Path, warm: bool) -> None:
     # (It ended "not graded" in some runs while another worker's kernel, starting at the same
     # moment, could remove its cgroups before it joined them: then it ran uncapped.)
     assert rows["bomb"]["status"] == "timed out", rows["bomb"]["detail"]
+    assert f"time limit ({BOMB_SECONDS} s)" in rows["bomb"]["detail"], rows["bomb"]["detail"]
     assert rows["bomb"]["points"] == "0", rows["bomb"]

@@ -33,15 +33,9 @@ from grader.shared import records, report
 from grader.shared.notebooks import read_notebook
 from grader.shared.paths import CourseError, db_url, load_config
 from grader.term import forget
+from tests import lms_archives as lms
 from tests.conftest import REPO, make_course_copy
-from tests.lms_archives import (
-    NOTEBOOK,
-    canvas_name,
-    moodle_folder,
-    notebook_bytes,
-    read_names,
-    write_zip,
-)
+from tests.lms_archives import NOTEBOOK
 
 A = "a_masks"
 
@@ -62,7 +56,7 @@ WRITTEN = [
     f"class-report-{A}.html",
     f"feedback-{A}-canvas.zip",
     f"downloaded/{A}/archive/submissions.zip",
-    f"downloaded/{A}/extracted/submissions/{canvas_name('lastfirst', 2001, 1, 'x.ipynb')}",
+    f"downloaded/{A}/extracted/submissions/{lms.canvas_name('lastfirst', 2001, 1, 'x.ipynb')}",
     f"downloaded/{A}/lms.json",
     f"downloaded/{A}/moodle-TR-Masks-7/archive/submissions.zip",
     f".exchange/transformers/inbound/s01+{A}+2026-10-05 17:00:00.000000 UTC+abc/x.ipynb",
@@ -295,12 +289,12 @@ def test_forget_removes_their_files_from_the_lms_downloads(root: Path) -> None:
     download is listed, not touched."""
     folder = root / "downloaded" / A
     files = {
-        moodle_folder("Ann Smith", 11) + f"{NOTEBOOK}.ipynb": notebook_bytes("ann"),
-        moodle_folder("Bob Jones", 12) + f"{NOTEBOOK}.ipynb": notebook_bytes("bob"),
-        moodle_folder("Bob Jones", 12) + "notes.txt": b"bob's notes",
+        lms.moodle_folder("Ann Smith", 11) + f"{NOTEBOOK}.ipynb": lms.notebook_bytes("ann"),
+        lms.moodle_folder("Bob Jones", 12) + f"{NOTEBOOK}.ipynb": lms.notebook_bytes("bob"),
+        lms.moodle_folder("Bob Jones", 12) + "notes.txt": b"bob's notes",
     }
     (root / "private").mkdir()
-    mine = write_zip(root / "private" / "TR-Masks-7.zip", files)
+    mine = lms.write_zip(root / "private" / "TR-Masks-7.zip", files)
     (folder / "archive").mkdir(parents=True)
     shutil.copy(mine, folder / "archive" / "submissions.zip")
     with zipfile.ZipFile(mine) as archive:
@@ -310,7 +304,7 @@ def test_forget_removes_their_files_from_the_lms_downloads(root: Path) -> None:
     (folder / "lms.json").write_text(
         json.dumps({"lms": "moodle", "students": {"s02": entry, "s01": other}})
     )
-    write_zip(
+    lms.write_zip(
         root / f"feedback-{A}-moodle.zip",
         {f"{other['prefix']}/{NOTEBOOK}_feedback.html": b"1",
          f"{entry['prefix']}/{NOTEBOOK}_feedback.html": b"2"},
@@ -323,14 +317,14 @@ def test_forget_removes_their_files_from_the_lms_downloads(root: Path) -> None:
     assert sorted(p.name for p in (folder / "extracted" / "submissions").iterdir()) == [
         "Ann Smith_11_assignsubmission_file"
     ]
-    assert read_names(folder / "archive" / "submissions.zip") == [
-        f"{moodle_folder('Ann Smith', 11)}{NOTEBOOK}.ipynb"
+    assert lms.read_names(folder / "archive" / "submissions.zip") == [
+        f"{lms.moodle_folder('Ann Smith', 11)}{NOTEBOOK}.ipynb"
     ]
     assert list(json.loads((folder / "lms.json").read_text())["students"]) == ["s01"]
-    assert read_names(root / f"feedback-{A}-moodle.zip") == [
+    assert lms.read_names(root / f"feedback-{A}-moodle.zip") == [
         f"{other['prefix']}/{NOTEBOOK}_feedback.html"
     ]
-    assert len(read_names(mine)) == 3  # the instructor's own file, listed above, untouched
+    assert len(lms.read_names(mine)) == 3  # the instructor's own file, listed above, untouched
 
 
 def canvas_submission(root: Path, mistake: str | None) -> bytes:
@@ -377,13 +371,13 @@ def test_a_term_then_one_student_forgotten(tmp_path: Path, capsys: pytest.Captur
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     files = {
-        canvas_name(f"last{n}first{n}", 2000 + n, n, f"{NOTEBOOK}.ipynb"): canvas_submission(
+        lms.canvas_name(f"last{n}first{n}", 2000 + n, n, f"{NOTEBOOK}.ipynb"): canvas_submission(
             root, mistake
         )
         for n, mistake in ((1, None), (2, "mask_transposed"), (3, "copied_pair_1"))
     }
     (root / "private").mkdir()
-    download = write_zip(root / "private" / "submissions.zip", files)
+    download = lms.write_zip(root / "private" / "submissions.zip", files)
     assert main([*cli, "collect", A, str(download), "--lms", "canvas"]) == 0
     assert main([*cli, "autograde", A, "--jobs", "2"]) == 0
     assert main([*cli, "feedback", A, "--zip"]) == 0
@@ -419,7 +413,7 @@ def test_a_term_then_one_student_forgotten(tmp_path: Path, capsys: pytest.Captur
     assert scores() == {s: before[s] for s in ("s01", "s03")}
     with (root / "grades-canvas.csv").open(newline="") as handle:
         assert [row[2] for row in csv.reader(handle)][2:] == ["s01", "s03"]
-    assert read_names(root / f"feedback-{A}-canvas.zip") == [
+    assert lms.read_names(root / f"feedback-{A}-canvas.zip") == [
         f"last1first1_2001_1_{NOTEBOOK}_feedback.html",
         f"last3first3_2003_3_{NOTEBOOK}_feedback.html",
     ]

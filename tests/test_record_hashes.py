@@ -56,10 +56,6 @@ _BEFORE = (
 )
 # Records without a hash, each with why it was not re-recorded (RERECORD gives the command).
 UNHASHED = {
-    "full_modes/d.json": _BEFORE + " (about 4 minutes idle; a re-record on 7 Dec was stopped "
-    "after 40 minutes at load 10-21 on the 2 shared cores, a time D's text could not quote)",
-    "full_modes/g.json": _BEFORE + " (about 5 minutes on an idle AVX-512 BF16 machine, which "
-    "runs the same seeds and steps as that version did: MORE_RUNS)",
     "full_modes/e-avx512.json": "an earlier version of E on another machine, kept for its time "
     "only (E's text quotes its minutes, none of its figures); needs an AVX-512 BF16 machine",
     "b_full_run.json": _BEFORE + " (B's residual question quotes its gradient ratio)",

@@ -9,11 +9,8 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -23,12 +20,11 @@ from jupyterlab_server.config import get_federated_extensions
 
 from grader.coordinator import lab
 from tests.conftest import REPO, make_course_copy
-from tests.e2e.labui import lab_address
+from tests.jupyter_servers import lab_address, lab_home, serving
 from tools import student_lab
 
 BIN = Path(sys.executable).parent  # .venv/bin
 BARE_PATH = "/usr/bin:/bin"  # a shell where the venv was never activated
-SERVER_START_TIMEOUT = 120  # seconds; a first JupyterLab start on a busy 2-core machine
 # nbgrader's handlers (0.9): formgrader, its API, assignment_list, course_list
 NBGRADER_PAGES = ["/formgrader", "/formgrader/api/assignments", "/assignments", "/formgraders"]
 NBGRADER_LAB = "@jupyter/nbgrader"  # its lab extension: the menu, Formgrader, Validate, ...
@@ -65,49 +61,8 @@ def isolated_env(home: Path, path: str = BARE_PATH) -> dict[str, str]:
     """This process's environment with Jupyter's user folders in ``home`` and a bare PATH."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "VIRTUAL_ENV"))}
     env.pop("COURSE_DB", None)
-    env.update(
-        {
-            "PATH": path,
-            "JUPYTER_CONFIG_DIR": str(home / "config"),
-            "JUPYTER_DATA_DIR": str(home / "data"),
-            "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
-            "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
-            "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
-            "IPYTHONDIR": str(home / "ipython"),
-        }
-    )
+    env.update({"PATH": path, **lab_home(home)})
     return env
-
-
-@contextmanager
-def serving(
-    command: list[str], cwd: Path, env: dict, log: Path, port: int, token: str
-) -> Iterator[str]:
-    """Run a JupyterLab ``command`` until it answers /api/status; yield its base URL."""
-    url = f"http://127.0.0.1:{port}"
-    with log.open("w") as out:
-        process = subprocess.Popen(
-            command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    try:
-        deadline = time.monotonic() + SERVER_START_TIMEOUT
-        while True:
-            assert process.poll() is None, f"JupyterLab exited:\n{log.read_text()}"
-            try:
-                if get(f"{url}/api/status", token)[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, f"no answer:\n{log.read_text()}"
-            time.sleep(0.5)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, 9)
-            process.wait(timeout=30)
 
 
 def test_the_student_config_turns_off_every_nbgrader_extension_of_this_environment() -> None:

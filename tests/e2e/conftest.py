@@ -10,34 +10,22 @@ Screenshots go to a folder under pytest's tmp dir and are copied to ``tests/e2e/
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import signal
 import stat
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from labui import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, LabServer, lab_address
+from labui import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, LabServer
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-SERVER_START_TIMEOUT = 120  # seconds; the first start of JupyterLab on a busy 2-core machine
+from tests.jupyter_servers import LAB_SETTINGS, lab_address, lab_home, serving
+
 # What a page shows may take long on a loaded machine: every assertion waits up to this (ms)
 # for it, instead of Playwright's 5 s (a formgrader dialog closing: issue 57).
 expect.set_options(timeout=60_000)
-# JupyterLab settings of the test server: no news pop-up, no update check, every cell rendered
-# (no windowing: figures far below the fold exist in the DOM and can be counted).
-LAB_SETTINGS = {
-    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
-        "fetchNews": "false",
-        "checkForUpdates": False,
-    },
-    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
-}
 
 
 @pytest.fixture(scope="session")
@@ -72,83 +60,39 @@ def e2e_root(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 def lab(e2e_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
     """JupyterLab on ``e2e_root`` (localhost, free port, token), stopped after the session."""
     home = tmp_path_factory.mktemp("jupyter-home")
-    settings = home / "lab-settings"
-    for name, values in LAB_SETTINGS.items():
-        path = settings / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(values))
-    env = dict(os.environ)
-    env.update(
-        {
-            # Kernels inherit this: long cells take their short (grading) form, as in CI.
-            "COURSE_FAST": "1",
-            "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
-            "JUPYTER_CONFIG_DIR": str(home / "config"),
-            "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
-            "JUPYTER_DATA_DIR": str(home / "data"),
-            "JUPYTERLAB_SETTINGS_DIR": str(settings),
-            "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
-            "IPYTHONDIR": str(home / "ipython"),
-            "MPLBACKEND": "module://matplotlib_inline.backend_inline",
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
+    env = {
+        **os.environ,
+        # Kernels inherit this: long cells take their short (grading) form, as in CI.
+        "COURSE_FAST": "1",
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+        **lab_home(home, LAB_SETTINGS),
+        "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+        "PYTHONUNBUFFERED": "1",
+    }
     env.pop("COURSE_DB", None)  # the copy's own gradebook, whatever the caller's shell says
     port, token, options = lab_address()
     # The instructor's documented command (`make formgrader` runs it): JupyterLab on the course
     # folder, found from the working directory; the options after `--` go to JupyterLab.
     command = [str(Path(sys.executable).parent / "course"), "lab", "--", *options]
     log = home / "server.log"
-    with log.open("w") as out:
-        # Its own process group: the kernels it starts are stopped with it.
-        process = subprocess.Popen(
-            command,
-            cwd=e2e_root,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    server = LabServer(url=f"http://127.0.0.1:{port}", token=token, root=e2e_root, log=log)
     try:
-        deadline = time.monotonic() + SERVER_START_TIMEOUT
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"JupyterLab exited ({process.returncode}):\n{log.read_text()}")
+        with serving(command, e2e_root, env, log, port, token) as url:
+            server = LabServer(url=url, token=token, root=e2e_root, log=log)
             try:
-                server.api("/api/status")
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"JupyterLab did not answer in {SERVER_START_TIMEOUT} s:\n"
-                        + log.read_text()
-                    ) from None
-                time.sleep(0.5)
-        yield server
+                yield server
+            finally:
+                _shut_kernels(server)
     finally:
-        _stop(process, server)
         shutil.copy(log, tmp_path_factory.getbasetemp() / "e2e-server.log")
 
 
-def _stop(process: subprocess.Popen, server: LabServer) -> None:
-    """Shut the kernels down, then the server; kill its process group if it hangs on exit."""
-    if process.poll() is None:
-        try:
-            for kernel in server.api("/api/kernels"):
-                server.api(f"/api/kernels/{kernel['id']}", method="DELETE")
-        except OSError:
-            pass
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            pass  # jupyter_server can hang at exit on an idle worker thread
+def _shut_kernels(server: LabServer) -> None:
+    """Shut the server's kernels down through its API, before the server stops."""
     try:
-        os.killpg(process.pid, signal.SIGKILL)  # the server's group: stray kernels included
-    except ProcessLookupError:
+        for kernel in server.api("/api/kernels"):
+            server.api(f"/api/kernels/{kernel['id']}", method="DELETE")
+    except OSError:
         pass
-    process.wait(timeout=30)
 
 
 @pytest.fixture(scope="session")

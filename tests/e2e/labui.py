@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import shutil
-import socket
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,22 +71,12 @@ class LabServer:
         return json.loads(body) if body else None
 
 
-def lab_address() -> tuple[int, str, list[str]]:
-    """A free port on localhost, a fresh token, and the options that serve JupyterLab there
-    (no browser opened, no check for updates)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    token = secrets.token_hex(16)
-    options = [
-        "--ServerApp.ip=127.0.0.1",
-        f"--ServerApp.port={port}",
-        "--ServerApp.port_retries=0",
-        "--ServerApp.open_browser=False",
-        f"--IdentityProvider.token={token}",
-        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-    ]
-    return port, token, options
+def grade_index(path: Path, grade_id: str) -> int:
+    """The index of the cell of the notebook at ``path`` whose nbgrader grade_id is ``grade_id``."""
+    cells = nbformat.read(path, as_version=4).cells
+    return next(
+        i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id
+    )
 
 
 def screenshot(page: Page, folder: Path, name: str, target: Locator | None = None) -> Path:

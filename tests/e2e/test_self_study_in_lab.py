@@ -15,19 +15,17 @@ import json
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
 import pytest
-from labui import NOTEBOOK, REPO, LabServer, lab_address, open_notebook, screenshot
+from labui import NOTEBOOK, REPO, LabServer, grade_index, open_notebook, screenshot
 from playwright.sync_api import Locator, Page, expect
 
 from grader.coordinator import lab
+from tests.jupyter_servers import LAB_SETTINGS, lab_address, lab_home, serving
 from tools import student_copy
 
 A, NB = "a_masks", "masks_and_positions.ipynb"
@@ -35,13 +33,6 @@ LEARNER = f"clone/work/{A}/{NB}"
 STUDENT = f"hub-home/{A}/{NB}"
 ANSWER = "Without the mask the next token is in the input, so the model learns to copy it."
 CHECK_TIMEOUT = 420_000  # ms: the whole notebook with its hidden tests, on a loaded machine
-SETTINGS = {  # as tests/e2e/conftest.py: no news, every cell in the page
-    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
-        "fetchNews": "false",
-        "checkForUpdates": False,
-    },
-    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
-}
 
 
 @pytest.fixture(scope="module")
@@ -54,65 +45,24 @@ def study_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
     shutil.copy(REPO / "nbgrader_config.py", clone)
     student_copy.make_copy(clone)
     home = tmp_path_factory.mktemp("jupyter-home")
-    for name, values in SETTINGS.items():
-        path = home / "lab-settings" / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(values))
     env = {
         **os.environ,
         "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
-        "JUPYTER_CONFIG_DIR": str(home / "config"),
-        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
-        "JUPYTER_DATA_DIR": str(home / "data"),
-        "JUPYTERLAB_SETTINGS_DIR": str(home / "lab-settings"),
-        "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
-        "IPYTHONDIR": str(home / "ipython"),
+        **lab_home(home, LAB_SETTINGS),
     }
     env.pop("COURSE_FAST", None)  # a learner's kernel, not a grading one
     env.pop("NBGRADER_EXECUTION", None)
     port, token, options = lab_address()
     # JupyterLab as `make lab` starts it (grader/coordinator/lab.py), on the scratch folder.
-    command = lab.command(root, options)
     log = home / "server.log"
-    with log.open("w") as out:
-        process = subprocess.Popen(
-            command, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    server = LabServer(url=f"http://127.0.0.1:{port}", token=token, root=root, log=log)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                server.api("/api/status")
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"JupyterLab did not start:\n{log.read_text()}") from None
-                time.sleep(0.5)
-        yield server
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
-            os.killpg(process.pid, signal.SIGKILL)  # the server's group: its kernels too
-        except ProcessLookupError:
-            pass
+    with serving(lab.command(root, options), root, env, log, port, token) as url:
+        yield LabServer(url=url, token=token, root=root, log=log)
 
 
 def _index(path: Path, source_end: str) -> int:
     """The index of the first cell of the notebook at ``path`` whose source ends so."""
     cells = nbformat.read(path, as_version=4).cells
     return next(i for i, c in enumerate(cells) if c.source.endswith(source_end))
-
-
-def _grade_index(path: Path, grade_id: str) -> int:
-    cells = nbformat.read(path, as_version=4).cells
-    return next(
-        i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id
-    )
 
 
 def _run_cell(page: Page, cell: Locator) -> None:
@@ -155,7 +105,7 @@ def test_a_learner_compares_ticks_and_sees_progress(
     expect(compare_cell).to_contain_text("Nothing to compare yet")
     expect(compare_cell).not_to_contain_text("Model answer")
 
-    _write_answer(page, cell.nth(_grade_index(path, "q_mask_role")), ANSWER)
+    _write_answer(page, cell.nth(grade_index(path, "q_mask_role")), ANSWER)
     compare_cell.locator(".course-compare").click()
     expect(compare_cell).to_contain_text("Model answer.")
     expect(compare_cell).to_contain_text("Rubric (1 point)")
@@ -191,7 +141,7 @@ def test_the_same_notebook_as_a_graded_student_shows_and_runs_nothing(
     learner, student = study_lab.root / LEARNER, study_lab.root / STUDENT
     student.parent.mkdir(parents=True, exist_ok=True)
     nb = nbformat.read(learner, as_version=4)
-    nb.cells[_grade_index(learner, "q_mask_role")].source = ANSWER  # an attempt is there
+    nb.cells[grade_index(learner, "q_mask_role")].source = ANSWER  # an attempt is there
     nbformat.write(nb, student)
     panel = open_notebook(page, study_lab.lab_url(STUDENT), len(nb.cells))
     cell = panel.locator(".jp-Cell")

@@ -30,10 +30,8 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import time
 import venv
 import zipfile
 from collections.abc import Iterator
@@ -42,8 +40,10 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
-from labui import NOTEBOOK, REPO, LabServer, lab_address, menu, open_notebook
+from labui import NOTEBOOK, REPO, LabServer, grade_index, menu, open_notebook
 from playwright.sync_api import Locator, Page, expect
+
+from tests.jupyter_servers import LAB_SETTINGS, lab_address, lab_home, serving
 
 A, NB = "a_masks", "masks_and_positions.ipynb"
 INSTRUCTOR_BIN = Path(sys.executable).parent  # the worktree's .venv/bin: `course`, `nbgrader`
@@ -59,14 +59,6 @@ CANVAS_FILE = "lovelaceada_4242_9001_{}"  # Canvas's NAME_USERID_ATTACHMENTID_FI
 TORCH_INDEX = "https://pypi.org/simple"
 INSTALL_TIMEOUT = 1_200_000  # ms: the first cell's pip, torch included, on a loaded machine
 CELL_TIMEOUT = 180_000  # ms: any other cell
-SERVER_START_TIMEOUT = 120  # s
-SETTINGS = {  # as tests/e2e/conftest.py: no news, every cell in the page
-    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
-        "fetchNews": "false",
-        "checkForUpdates": False,
-    },
-    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
-}
 
 
 def run(command: list[str], cwd: Path, env: dict[str, str], timeout: int = 600) -> str:
@@ -96,7 +88,8 @@ def instructor_env() -> dict[str, str]:
 def student_env(venv_dir: Path, home: Path, constraints: Path) -> dict[str, str]:
     """A student's shell: the student's venv first on PATH, nothing of the instructor's (no
     .venv/bin, no course variables); pip reaches this machine's packages (its configuration,
-    the instructor's pins, PyTorch's CPU index replaced by :data:`TORCH_INDEX`)."""
+    the instructor's pins, PyTorch's CPU index replaced by :data:`TORCH_INDEX`); Jupyter's user
+    folders in ``home``, the test servers' settings written there."""
     drop = {
         "VIRTUAL_ENV",
         "PYTHONPATH",
@@ -116,12 +109,7 @@ def student_env(venv_dir: Path, home: Path, constraints: Path) -> dict[str, str]
             "PIP_CONSTRAINT": str(constraints),
             "PIP_NO_CACHE_DIR": "1",
             "COURSE_TORCH_INDEX": TORCH_INDEX,
-            "JUPYTER_CONFIG_DIR": str(home / "config"),
-            "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
-            "JUPYTER_DATA_DIR": str(home / "data"),
-            "JUPYTERLAB_SETTINGS_DIR": str(home / "lab-settings"),
-            "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
-            "IPYTHONDIR": str(home / "ipython"),
+            **lab_home(home, LAB_SETTINGS),
             "PYTHONUNBUFFERED": "1",
         }
     )
@@ -179,10 +167,6 @@ def student_lab(
     folder.mkdir()
     shutil.copy(clone / "release" / A / NB, folder / NB)  # what the LMS hands out
     home = tmp_path / "student-home"
-    for name, values in SETTINGS.items():
-        path = home / "lab-settings" / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(values))
     env = student_env(tmp_path / "student-venv", home, constraints)
     venv_dir = student_venv(tmp_path / "student-venv", env)
     port, token, options = lab_address()
@@ -196,44 +180,8 @@ def student_lab(
     if os.geteuid() == 0:
         command.append("--allow-root")
     log = home / "server.log"
-    with log.open("w") as out:
-        process = subprocess.Popen(
-            command,
-            cwd=folder,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    server = LabServer(url=f"http://127.0.0.1:{port}", token=token, root=folder, log=log)
-    try:
-        deadline = time.monotonic() + SERVER_START_TIMEOUT
-        while True:
-            try:
-                server.api("/api/status")
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"JupyterLab did not start:\n{log.read_text()}") from None
-                time.sleep(0.5)
-        yield server, venv_dir, env, clone
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
-            os.killpg(process.pid, signal.SIGKILL)  # the server's group: its kernels too
-        except ProcessLookupError:
-            pass
-
-
-def grade_index(path: Path, grade_id: str) -> int:
-    cells = nbformat.read(path, as_version=4).cells
-    return next(
-        i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id
-    )
+    with serving(command, folder, env, log, port, token) as url:
+        yield LabServer(url=url, token=token, root=folder, log=log), venv_dir, env, clone
 
 
 def solution(grade_id: str) -> str:

@@ -134,6 +134,10 @@ def probed(
         pool.close()
 
 
+# A file of the host's /tmp the kernel must not see; this process's own name (two runs at once).
+HOST_FILE = f"host-file-for-sandbox-test-{os.getpid()}"
+
+
 def probe(
     tmp_path_factory: pytest.TempPathFactory,
     parent: Path,
@@ -145,7 +149,7 @@ def probe(
     course_root = tmp_path_factory.mktemp("course")
     secret = course_root / "gradebook.db"
     secret.write_text("hidden tests live here")
-    (Path("/tmp") / "host-file-for-sandbox-test").write_text("host")
+    (Path("/tmp") / HOST_FILE).write_text("host")
     work = parent / "submitted" / "student" / "a"
     work.mkdir(parents=True)
     listener = socket.socket()
@@ -176,7 +180,7 @@ def probe(
     finally:
         listener.close()
         del os.environ["COURSE_DB"], os.environ["NBGRADER_EXECUTION"]
-        (Path("/tmp") / "host-file-for-sandbox-test").unlink()
+        (Path("/tmp") / HOST_FILE).unlink()
     assert (work / "mine.txt").read_text() == "ok"
     ours = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
     _, alive = psutil.wait_procs(ours, timeout=10)
@@ -209,7 +213,7 @@ def test_the_submission_folder_is_writable(probed) -> None:
 
 
 def test_tmp_is_private(probed) -> None:
-    assert "host-file-for-sandbox-test" not in text(probed["host_tmp"])
+    assert HOST_FILE not in text(probed["host_tmp"])
 
 
 def test_private_tmp_cannot_fill_memory(probed) -> None:

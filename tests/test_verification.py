@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import subprocess
 import sys
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from grader.nbgrader.observation import (
     KernelObservation,
     read_log_file,
 )
-from grader.shared.verification import Judge, Verification, disagreements
+from grader.shared.verification import JUDGE_NICENESS, Judge, Verification, disagreements
 from judge import core
 
 
@@ -75,6 +76,28 @@ def test_the_judge_process_gives_verdicts(tmp_path: Path) -> None:
     assert "one mask per size" in result.verdicts["test_mask_hidden"]
     assert "not observed" in result.verdicts["test_pe_visible"]
     assert refused.refused
+
+
+NICED = """
+import os, subprocess
+from grader.shared.verification import JUDGE_NICENESS, below_the_workers
+os.nice(3)
+judge = subprocess.Popen(["sleep", "30"])
+try:
+    below_the_workers(judge.pid)
+    print(os.getpriority(os.PRIO_PROCESS, 0), os.getpriority(os.PRIO_PROCESS, judge.pid))
+finally:
+    judge.kill()
+"""
+
+
+def test_under_a_niced_run_the_judge_still_runs_below_the_workers() -> None:
+    """``nice course autograde``: the judge goes JUDGE_NICENESS below the niced workers, not to
+    an absolute niceness (above them, or refused to a user who is not root)."""
+    done = subprocess.run([sys.executable, "-c", NICED], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    workers, judge = map(int, done.stdout.split())
+    assert workers >= 3 and judge == min(19, workers + JUDGE_NICENESS), done.stdout
 
 
 def test_a_closed_judge_refuses_and_starts_no_process(tmp_path: Path) -> None:

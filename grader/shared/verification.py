@@ -47,6 +47,14 @@ SUFFIX = contract.OBSERVATIONS_SUFFIX  # written by the kernel next to the grade
 JUDGE_NICENESS = 5  # the judge runs below the grading workers (see Judge._started)
 
 
+def below_the_workers(pid: int) -> None:
+    """Set process ``pid`` :data:`JUDGE_NICENESS` steps below this process's priority (at most
+    19): under a ``nice``d grading run too, where an absolute niceness would put the judge above
+    the workers (or be refused to a user who is not root)."""
+    mine = os.getpriority(os.PRIO_PROCESS, 0)
+    os.setpriority(os.PRIO_PROCESS, pid, min(19, mine + JUDGE_NICENESS))
+
+
 def observations_file(folder: Path, notebook: str) -> Path:
     """Where the kernel writes the observations of ``notebook``."""
     return Path(contract.observations_path(folder, notebook))
@@ -135,7 +143,7 @@ class Judge:
         )
         # Below the kernels: its start (torch's import) and its verdicts take what the grading
         # workers leave, as a submission's verdict does not hold up the next kernel.
-        os.setpriority(os.PRIO_PROCESS, process.pid, JUDGE_NICENESS)
+        below_the_workers(process.pid)
         self._process = process
         return process
 

@@ -46,7 +46,7 @@ import psutil
 from grader.sandbox import cgroups
 from grader.shared.limits import worker_env
 from grader.shared.paths import CourseError
-from grader.shared.verification import JUDGE_NICENESS
+from grader.shared.verification import below_the_workers
 from grader.warm.forkserver import ForkServer
 from grader.warm.pool import STOPPED, WarmPool, Zygote
 
@@ -124,7 +124,7 @@ def _start_judge(pool: WarmPool) -> subprocess.Popen:
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
     )
-    os.setpriority(os.PRIO_PROCESS, judge.pid, JUDGE_NICENESS)
+    below_the_workers(judge.pid)
     return judge
 
 

@@ -21,7 +21,7 @@ reviews:
   (lr 5e-3).
 
 The classifier's code is the notebook's reference solution (its cells ``given_lm``,
-``last_token_solution``, ``classifier_solution`` and ``freeze_solution``). Since issue 79 the
+``last_token_solution``, ``classifier_solution`` and ``freeze_solution``). The
 notebook's full mode reads a frozen base once, in eval mode (``finetune.FrozenStates``), which
 this script does not, and AdamW steps fused; ``tools/stages/e_few_labels.json`` was recorded
 before both. The script prints every run, then each setup's accuracy and its lead over

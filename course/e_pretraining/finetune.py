@@ -20,7 +20,7 @@ import math
 import os
 import statistics
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import torch
@@ -154,6 +154,20 @@ def _train_epoch(
     return float(total) / done
 
 
+def kept_rows(
+    kept: dict[tuple[int, ...], torch.Tensor],
+    keys: list[tuple[int, ...]],
+    compute: Callable[[list[int]], Iterable[torch.Tensor]],
+) -> list[torch.Tensor]:
+    """The kept value of each of ``keys`` (one per row of a batch: its real token ids); the
+    missing ones computed once, by ``compute(rows)`` on the first row of each, and kept."""
+    new = list({key: b for b, key in enumerate(keys) if key not in kept}.values())
+    if new:
+        for b, value in zip(new, compute(new), strict=True):
+            kept[keys[b]] = value
+    return [kept[key] for key in keys]
+
+
 class FrozenStates:
     """The hidden states of a frozen base, each sentence's computed once and kept.
 
@@ -196,16 +210,16 @@ class FrozenStates:
         real tokens; rows not seen before computed by ``compute`` (the base's own encode)."""
         real = (src != self.pad_id).sum(1).tolist()  # (B,) real tokens, padding on the right
         keys = [tuple(row[:n]) for row, n in zip(src.tolist(), real, strict=True)]
-        new = list({key: b for b, key in enumerate(keys) if key not in self.kept}.values())
-        if new:
+
+        def computed(new: list[int]) -> list[torch.Tensor]:
             was_training = lm.training
             lm.eval()
             with torch.no_grad():
                 hidden = compute(src[new], src_mask)  # (b, L, D)
             lm.train(was_training)
-            for row, b in zip(hidden, new, strict=True):
-                self.kept[keys[b]] = row[: real[b]].clone()
-        rows = [self.kept[key] for key in keys]
+            return [row[: real[b]].clone() for row, b in zip(hidden, new, strict=True)]
+
+        rows = kept_rows(self.kept, keys, computed)
         out = torch.zeros(src.size(0), src.size(1), rows[0].size(-1), device=rows[0].device)
         for b, row in enumerate(rows):
             out[b, : row.size(0)] = row

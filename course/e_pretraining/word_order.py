@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from course.data import WordTokenizer
+from course.e_pretraining.finetune import kept_rows
 
 ORIGINAL, SWAPPED = 1, 0  # the labels
 
@@ -114,13 +115,13 @@ class FitReader(nn.Module):
         if self.kept is None:
             return self._fits(src, lengths)
         keys = [tuple(row[:n].tolist()) for row, n in zip(src, lengths.tolist(), strict=True)]
-        new = [b for b, key in enumerate(keys) if key not in self.kept]
-        if new:
+
+        def computed(new: list[int]) -> torch.Tensor:
             rows = torch.tensor(new, device=src.device)
             width = int(lengths[rows].max())
-            for b, fits in zip(new, self._fits(src[rows, :width], lengths[rows]), strict=True):
-                self.kept[keys[b]] = fits
-        return torch.stack([self.kept[key] for key in keys])  # (B, 3)
+            return self._fits(src[rows, :width], lengths[rows])  # (b, 3)
+
+        return torch.stack(kept_rows(self.kept, keys, computed))  # (B, 3)
 
     def _fits(self, src: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """:meth:`features`, computed: (B, L), (B,) -> (B, 3)."""

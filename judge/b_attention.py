@@ -133,6 +133,14 @@ def _count(got: object, expected: int, what: str) -> None:
     check(isinstance(got, list) and len(got) == expected, f"not one observation per {what}")
 
 
+def _with_cases(got: object, cases: list) -> list[tuple]:
+    """Each drawn case with its observation (``got["cases"]``: one per case, or the check
+    fails)."""
+    assert isinstance(got, dict)
+    _count(got["cases"], len(cases), "case")
+    return list(zip(cases, got["cases"], strict=True))
+
+
 def _gradient_reaches(grad: object, message: str) -> None:
     check(
         isinstance(grad, torch.Tensor)
@@ -157,10 +165,7 @@ def sdpa_visible(seed: int, got: object) -> None:
 
 
 def sdpa_hidden(seed: int, got: object) -> None:
-    assert isinstance(got, dict)
-    cases = draws.attention_cases(seed)
-    _count(got["cases"], len(cases), "case")
-    for (q, k, v, mask), seen in zip(cases, got["cases"], strict=True):
+    for (q, k, v, mask), seen in _with_cases(got, draws.attention_cases(seed)):
         name = (
             f"scaled_dot_product_attention(q {tuple(q.shape)}, k {tuple(k.shape)}, "
             f"v {tuple(v.shape)}, mask {None if mask is None else tuple(mask.shape)})"
@@ -207,10 +212,7 @@ def heads_visible(seed: int, got: object) -> None:
 
 
 def heads_hidden(seed: int, got: object) -> None:
-    assert isinstance(got, dict)
-    cases = draws.head_cases(seed)
-    _count(got["cases"], len(cases), "case")
-    for case, seen in zip(cases, got["cases"], strict=True):
+    for case, seen in _with_cases(got, draws.head_cases(seed)):
         x, nhead, heads = case["x"], case["nhead"], case["heads"]
         b, length, width = x.shape
         split = checks.diagnose_split_result(seen["split"], x, nhead)
@@ -269,10 +271,7 @@ def mhsa_visible(seed: int, got: object) -> None:
 
 
 def mhsa_hidden(seed: int, got: object) -> None:
-    assert isinstance(got, dict)
-    cases = draws.mhsa_cases(seed)
-    _count(got["cases"], len(cases), "case")
-    for case, seen in zip(cases, got["cases"], strict=True):
+    for case, seen in _with_cases(got, draws.mhsa_cases(seed)):
         d, h, x = case["d_model"], case["nhead"], case["x"]
         checks.diagnose_projection_facts(seen["facts"], d)
         seen = returned(seen)
@@ -380,10 +379,7 @@ def layer_visible(seed: int, got: object) -> None:
 
 
 def layer_hidden(seed: int, got: object) -> None:
-    assert isinstance(got, dict)
-    cases = draws.layer_cases(seed)
-    _count(got["cases"], len(cases), "case")
-    for case, seen in zip(cases, got["cases"], strict=True):
+    for case, seen in _with_cases(got, draws.layer_cases(seed)):
         x = case["x"]
         name = (
             f"TransformerLayer(d_model={case['d_model']}, nhead={case['nhead']}, "
@@ -411,10 +407,7 @@ def cross_visible(seed: int, got: object) -> None:
 
 
 def cross_hidden(seed: int, got: object) -> None:
-    assert isinstance(got, dict)
-    cases = draws.cross_cases(seed)
-    _count(got["cases"], len(cases), "case")
-    for case, seen in zip(cases, got["cases"], strict=True):
+    for case, seen in _with_cases(got, draws.cross_cases(seed)):
         d, h, x, memory = case["d_model"], case["nhead"], case["x"], case["memory"]
         checks.diagnose_projection_facts(seen["facts"], d)
         seen = returned(seen)

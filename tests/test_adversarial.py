@@ -1,6 +1,6 @@
 """An adversarial class: broken, runaway and tampering submissions beside honest students.
 
-The class is graded once (assignment A, 2 jobs, the product's time limits). Every submission
+The class is graded once (assignment A, 2 jobs, a cell limit of 12 s). Every submission
 ends with a clear line in the grading report; honest students get exactly their usual scores;
 no tampering submission earns a point; the gradebook survives an interrupted run.
 
@@ -28,7 +28,7 @@ import pytest
 from nbformat import NotebookNode
 from nbgrader.api import Gradebook, MissingEntry
 
-from grader.coordinator import cluster, demo, pipeline
+from grader.coordinator import autograde, cluster, demo, pipeline
 from grader.coordinator.grading import Graded
 from grader.coordinator.submission import fill, solution_cells
 from grader.shared import limits, quota, report
@@ -316,11 +316,13 @@ def scratch_folders() -> set[Path]:
     return {*tmp.glob("course-grade-*"), *tmp.glob("course-sandbox-*"), *tmp.glob("course-warm-*")}
 
 
+CELL_SECONDS = 12  # the class's cell limit: A's reference runs its slowest cell in under 1 s
+
+
 @pytest.fixture(scope="module")
 def adversarial_class(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The adversarial class and three honest students, graded with the time limits in force
-    (A's, derived from its reference run: 30 s a cell, 120 s a submission); memory and disk
-    tighter than the product's, each for a reason given below."""
+    """The adversarial class and three honest students, graded with a cell limit, memory and
+    disk tighter than the product's, each for a reason given below."""
     root = make_course_copy(tmp_path_factory.mktemp("adversarial") / "course")
     pipeline.release(root, ASSIGNMENT)
     demo.build_class(root, ASSIGNMENT)
@@ -339,6 +341,11 @@ def adversarial_class(tmp_path_factory: pytest.TempPathFactory) -> Path:
             nb = action(nb)
         nbformat.write(nb, str(target))
     small_limits = {
+        # Three submissions run a cell out (endless_loop, ignores_sigint, runaway_when_called):
+        # the configured ceiling of CELL_SECONDS, below A's derived 30 s, makes each wait shorter
+        # and stops them the same way (the derived limits: test_a_s_grading_job_has_the_derived_
+        # time_limits, tests/test_reference_run.py).
+        "COURSE_CELL_TIMEOUT": str(CELL_SECONDS),
         # memory_hog asks for 8 GB: under the product's 8192 MB it could get it; at 5000 MB the
         # allocation fails at once, as it would for a larger hog in a real class.
         "COURSE_MEMORY_MB": "5000",
@@ -442,12 +449,23 @@ def test_a_flood_of_output_is_cut_and_a_failed_test_still_fails(adversarial_clas
 
 def test_endless_loop_ignoring_sigint_is_stopped(adversarial_class: Path) -> None:
     """Its kernel is stopped after the cell timeout and a grace: graded, the cell named with
-    the cell limit of this course (from its reference run, not a number of this test)."""
+    the cell limit in force."""
     (line,) = lines(adversarial_class, "ignores_sigint")
     assert line["status"] == "timed out", line
-    seconds = limits.of_assignment(adversarial_class, ASSIGNMENT)[1].cell_seconds
-    assert f"cell mask_solution ran past the time limit ({seconds} s)" in line["detail"], line
+    limit = f"cell mask_solution ran past the time limit ({CELL_SECONDS} s)"
+    assert limit in line["detail"], line
     assert auto_score(adversarial_class, "ignores_sigint") == 0  # in the first exercise
+
+
+def test_a_s_grading_job_has_the_derived_time_limits(
+    adversarial_class: Path, tmp_path: Path
+) -> None:
+    """Without the class's ceiling, a grading job of A carries the limits derived from A's
+    reference run (30 s a cell, the floor), the ones a real class is graded under."""
+    job = autograde._job(adversarial_class, ASSIGNMENT, "", tmp_path, 2, True, tmp_path / "a.db")
+    assert job.times == limits.of_assignment(adversarial_class, ASSIGNMENT)[1]
+    assert job.times.cell_seconds == limits.CELL_FLOOR, job.times
+    assert job.times.basis.startswith("the reference solution ran in"), job.times
 
 
 def test_runaway_cell_costs_that_cell(adversarial_class: Path) -> None:

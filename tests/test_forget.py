@@ -355,6 +355,12 @@ def left_behind(root: Path, needles: list[bytes]) -> list[str]:
     return found
 
 
+# The LMS's user ids of the term's students: seven digits, which no timestamp holds and a
+# random hex id of the gradebook (nbgrader's uuid4) holds about once in ten million; "2002"
+# was found in one of them about once in twenty runs.
+LMS_ID = 7_340_000
+
+
 @pytest.mark.slow  # grades three submissions through nbgrader
 def test_a_term_then_one_student_forgotten(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     root = make_course_copy(tmp_path / "course")
@@ -363,7 +369,7 @@ def test_a_term_then_one_student_forgotten(tmp_path: Path, capsys: pytest.Captur
     roster = root / "roster.csv"  # where docs/lms.md's command reads it
     roster.write_text(
         "id,first_name,last_name,email,lms_user_id\n"
-        + "".join(f"s0{n},First{n},Last{n},s0{n}@uni.example,{2000 + n}\n" for n in (1, 2, 3))
+        + "".join(f"s0{n},First{n},Last{n},s0{n}@uni.example,{LMS_ID + n}\n" for n in (1, 2, 3))
     )
     done = subprocess.run(
         [sys.executable, "-m", "nbgrader", "db", "student", "import", "roster.csv"],
@@ -371,7 +377,7 @@ def test_a_term_then_one_student_forgotten(tmp_path: Path, capsys: pytest.Captur
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     files = {
-        lms.canvas_name(f"last{n}first{n}", 2000 + n, n, f"{NOTEBOOK}.ipynb"): canvas_submission(
+        lms.canvas_name(f"last{n}first{n}", LMS_ID + n, n, f"{NOTEBOOK}.ipynb"): canvas_submission(
             root, mistake
         )
         for n, mistake in ((1, None), (2, "mask_transposed"), (3, "copied_pair_1"))
@@ -400,7 +406,7 @@ def test_a_term_then_one_student_forgotten(tmp_path: Path, capsys: pytest.Captur
 
     before = scores()
     assert sorted(before) == ["s01", "s02", "s03"]
-    needles = [b"s02", b"last2first2", b"First2", b"Last2", b"2002"]
+    needles = [b"s02", b"last2first2", b"First2", b"Last2", str(LMS_ID + 2).encode()]
     assert len(left_behind(root, needles)) > 8
 
     assert main([*cli, "forget", "s02"]) == 0
@@ -414,8 +420,8 @@ def test_a_term_then_one_student_forgotten(tmp_path: Path, capsys: pytest.Captur
     with (root / "grades-canvas.csv").open(newline="") as handle:
         assert [row[2] for row in csv.reader(handle)][2:] == ["s01", "s03"]
     assert lms.read_names(root / f"feedback-{A}-canvas.zip") == [
-        f"last1first1_2001_1_{NOTEBOOK}_feedback.html",
-        f"last3first3_2003_3_{NOTEBOOK}_feedback.html",
+        f"last1first1_{LMS_ID + 1}_1_{NOTEBOOK}_feedback.html",
+        f"last3first3_{LMS_ID + 3}_3_{NOTEBOOK}_feedback.html",
     ]
     assert main([*cli, "forget", "s02"]) == 2
     assert "unknown student 's02'" in capsys.readouterr().err

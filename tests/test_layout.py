@@ -69,6 +69,12 @@ def test_the_grader_never_imports_torch_or_the_notebook_side() -> None:
     assert {m for m in loaded if m.split(".")[0] == "course"} == allowed
 
 
+def test_reading_a_notebook_loads_no_iri_parser() -> None:
+    """nbformat's jsonschema does not load rfc3987-syntax, which builds its parsers at import
+    (1.2 s a process: constraints.txt holds jsonschema below 4.25 for it)."""
+    assert "rfc3987_syntax" not in imported_after(["nbformat", "nbgrader.api"])
+
+
 def test_the_contract_is_standard_library_only() -> None:
     """course.contract, which the grader, the kernel and the judge share, imports nothing but
     the standard library (and course/__init__, which imports nothing)."""

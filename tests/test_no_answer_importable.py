@@ -91,6 +91,9 @@ SLOW: dict[str, str] = {
         "splits a dataset of the corpora (datasets' own code, slow to refuse other values); "
         "a pair of datasets"
     ),
+    "course.h_own_gpt.recipe_checks.GroupModel": (
+        f"{_SIZED} of embeddings (2.5 s idle, as count_encoder_layer); a module, not a count"
+    ),
     "course.f_attention_exploration.experiments.sample_keys": (
         f"{_SIZED}: as many key samples as it is asked for; a tensor of keys"
     ),
